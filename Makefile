@@ -1,0 +1,30 @@
+# Two commands: `make book` builds the book, `make test` runs the tests.
+# Both create the virtual environment in .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: book test bench clean env
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+env: $(STAMP)
+
+book: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" bash tools/build_book.sh .
+	@echo "book: open _build/html/index.html"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m pytest -q benchmarks --benchmark-only -p no:cacheprovider
+
+clean:
+	rm -rf _build data/cache

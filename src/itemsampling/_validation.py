@@ -1,0 +1,84 @@
+"""Input checks shared by the package: every public function refuses bad input with a
+``ValueError`` that names the argument and the allowed range."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+
+def as_rng(rng=None) -> np.random.Generator:
+    """SPEC 7: accept ``None``, an integer seed, a ``SeedSequence`` or a ``Generator``."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or isinstance(rng, (numbers.Integral, np.random.SeedSequence)):
+        return np.random.default_rng(rng)
+    raise ValueError(f"rng must be None, an integer seed or a numpy Generator, got {type(rng).__name__}")
+
+
+def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:
+    """Return ``value`` as a Python int if it is an integer in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}" + (f" and <= {high}" if high is not None else "") + f", got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}" + (f" and >= {low}" if low is not None else "") + f", got {value}")
+    return value
+
+
+def check_ranks(ranks, name: str, high: int | None = None) -> np.ndarray:
+    """Return ``ranks`` as a 1-d int64 array of 1-based ranks in ``1..high``.
+
+    Refuses empty input, NaN or infinite values, non-integer values and values outside the range.
+    """
+    arr = np.asarray(ranks)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-d array of ranks, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} must not be empty")
+    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must hold integer ranks, got dtype {arr.dtype}")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} must not contain NaN or infinite values")
+        if not np.all(arr == np.floor(arr)):
+            raise ValueError(f"{name} must hold integer ranks, got non-integer values")
+    arr = arr.astype(np.int64)
+    lo, hi = arr.min(), arr.max()
+    rng_txt = f"1..{high}" if high is not None else ">= 1"
+    if lo < 1 or (high is not None and hi > high):
+        bad = lo if lo < 1 else hi
+        raise ValueError(f"{name} must lie in {rng_txt}, got {bad}")
+    return arr
+
+
+def check_sizes(n_items, sample_size) -> tuple[int, int]:
+    """Check the catalog size ``N >= 2`` and the sampled-set size ``2 <= n <= N``."""
+    n_items = check_int(n_items, "n_items", low=2)
+    sample_size = check_int(sample_size, "sample_size", low=2, high=n_items)
+    return n_items, sample_size
+
+
+def check_probability_vector(p, name: str, length: int | None = None, atol: float = 1e-8) -> np.ndarray:
+    """Return ``p`` as a float64 vector that is non-negative and sums to 1."""
+    arr = np.asarray(p, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d array")
+    if length is not None and arr.size != length:
+        raise ValueError(f"{name} must have length {length}, got {arr.size}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must not contain NaN or infinite values")
+    if np.any(arr < 0):
+        raise ValueError(f"{name} must be non-negative, got minimum {arr.min()}")
+    s = arr.sum()
+    if abs(s - 1.0) > atol * max(1.0, arr.size) ** 0.5 * 1e2:
+        raise ValueError(f"{name} must sum to 1, got {s}")
+    return arr

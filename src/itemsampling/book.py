@@ -1,0 +1,86 @@
+"""Helpers used by the book's notebooks: recording headline numbers.
+
+Every chapter records its headline numbers with :func:`record`. When a notebook runs through
+``python -m itemsampling.run`` (or the notebook tests), the runner sets the environment variable
+``ITEMSAMPLING_RESULTS`` to a JSON file and every recorded value is written there; inside the
+rendered book the value is also *glued* (``myst_nb.glue``) so prose can quote it with
+``{glue:text}`name:.3f```.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["record", "recorded", "to_jsonable", "RESULTS_ENV"]
+
+RESULTS_ENV = "ITEMSAMPLING_RESULTS"
+_RECORDED: dict = {}
+
+
+def to_jsonable(value):
+    """Convert numpy scalars/arrays, pandas objects, tuples and dicts to JSON-ready values.
+
+    Non-finite floats are refused: a recorded NaN is a bug, not a result.
+    """
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if hasattr(value, "to_dict") and not isinstance(value, np.ndarray):  # pandas
+        try:
+            return to_jsonable(value.to_dict())
+        except TypeError:
+            pass
+    if isinstance(value, np.ndarray):
+        return to_jsonable(value.tolist())
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        v = float(value)
+        if not math.isfinite(v):
+            raise ValueError(f"recorded value is not finite: {v}")
+        return v
+    if value is None or isinstance(value, (int, str)):
+        return value
+    raise ValueError(f"cannot record a value of type {type(value).__name__}")
+
+
+def record(name: str, value):
+    """Record a headline number (or a list / dict of numbers) under ``name``.
+
+    Returns ``value`` unchanged so a cell can both record and display it.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("name must be a non-empty string")
+    jv = to_jsonable(value)
+    _RECORDED[name] = jv
+    path = os.environ.get(RESULTS_ENV)
+    if path:
+        p = Path(path)
+        data = json.loads(p.read_text()) if p.exists() else {}
+        data[name] = jv
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".results-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+        os.replace(tmp, p)
+    try:  # glue into the rendered book, silently (display=False)
+        from myst_nb import glue
+
+        if isinstance(jv, (int, float)):
+            glue(name, jv, display=False)
+    except Exception:  # pragma: no cover - myst_nb missing or not in a kernel
+        pass
+    return value
+
+
+def recorded() -> dict:
+    """All values recorded in this process so far."""
+    return dict(_RECORDED)

@@ -1,0 +1,120 @@
+r"""The sampling kernel :math:`P(r \mid R)`: distribution of the sampled rank given the global rank.
+
+A target item sits at global rank :math:`R` among :math:`N` items. We draw :math:`n-1` decoys
+uniformly from the :math:`N-1` other items and rank the target within the :math:`n` sampled
+items. Of the :math:`N-1` candidate decoys, exactly :math:`R-1` outrank the target, so the number
+of decoys ranked above it, :math:`r-1`, follows
+
+* **with replacement** (Krichene & Rendle 2020, Sec. 4.3 and Eq. 15; Li et al. 2020, Eq. 5;
+  TORS Eq. 5):
+
+  .. math:: r - 1 \sim \mathrm{Binomial}\bigl(n-1,\ \theta_R\bigr),\qquad \theta_R = \frac{R-1}{N-1};
+
+* **without replacement** (Krichene & Rendle 2020, Sec. 4.4; Li et al. 2020, Sec. 2.2):
+
+  .. math:: r - 1 \sim \mathrm{Hypergeometric}\bigl(N-1,\ R-1,\ n-1\bigr),
+
+  i.e. population :math:`N-1`, :math:`R-1` successes, :math:`n-1` draws.
+
+Both are computed in log space with ``gammaln`` (SEED-NOTES: plain pmf values underflow for large
+:math:`n` and :math:`N`). The kernel matrix has one row per global rank :math:`R = 1..N` and one
+column per sampled rank :math:`r = 1..n`; every row sums to 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import gammaln, logsumexp, xlog1py, xlogy
+
+from ._validation import check_ranks, check_sizes
+
+__all__ = ["log_kernel", "kernel", "kernel_row", "kernel_cdf", "theta"]
+
+
+def theta(global_ranks, n_items: int) -> np.ndarray:
+    r""":math:`\theta_R = (R-1)/(N-1)`, the chance that one uniform decoy outranks the target
+    (Krichene & Rendle 2020, Eq. 15)."""
+    R = np.asarray(global_ranks, dtype=np.float64)
+    return (R - 1.0) / (n_items - 1.0)
+
+
+def _log_binomial(R: np.ndarray, n_items: int, sample_size: int) -> np.ndarray:
+    m = sample_size - 1  # number of decoys
+    j = np.arange(sample_size, dtype=np.float64)  # r - 1 = 0..n-1
+    p = ((R.astype(np.float64) - 1.0) / (n_items - 1.0))[:, None]
+    log_comb = gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)
+    # xlogy / xlog1py give 0*log(0) = 0, so theta = 0 (R = 1) and theta = 1 (R = N) are exact.
+    out = log_comb[None, :] + xlogy(j[None, :], p) + xlog1py(m - j[None, :], -p)
+    return out
+
+
+def _log_hypergeometric(R: np.ndarray, n_items: int, sample_size: int) -> np.ndarray:
+    m = sample_size - 1  # draws
+    pop = n_items - 1
+    good = (R.astype(np.float64) - 1.0)[:, None]  # items above the target
+    bad = (n_items - R.astype(np.float64))[:, None]  # items below the target
+    j = np.arange(sample_size, dtype=np.float64)[None, :]
+    valid = (j <= good) & (m - j <= bad)
+    with np.errstate(invalid="ignore"):
+        gj = np.where(valid, good - j, 0.0)
+        bj = np.where(valid, bad - (m - j), 0.0)
+        out = (
+            gammaln(good + 1.0) - gammaln(j + 1.0) - gammaln(gj + 1.0)
+            + gammaln(bad + 1.0) - gammaln(m - j + 1.0) - gammaln(bj + 1.0)
+            - (gammaln(pop + 1.0) - gammaln(m + 1.0) - gammaln(pop - m + 1.0))
+        )
+    return np.where(valid, out, -np.inf)
+
+
+def log_kernel(n_items: int, sample_size: int, replacement: bool = True, global_ranks=None) -> np.ndarray:
+    r"""Log sampling kernel :math:`\log P(r \mid R)`.
+
+    Parameters
+    ----------
+    n_items : int
+        Catalog size :math:`N \ge 2`.
+    sample_size : int
+        Sampled-set size :math:`n` including the target, :math:`2 \le n \le N`.
+    replacement : bool
+        Binomial kernel (with replacement) or hypergeometric kernel (without).
+    global_ranks : array of int, optional
+        Rows to compute; defaults to all :math:`R = 1..N`.
+
+    Returns
+    -------
+    ndarray of shape ``(len(global_ranks), n)`` (or ``(N, n)``): entry ``[i, r-1]`` is
+    :math:`\log P(r \mid R_i)`; ``-inf`` where the probability is exactly zero.
+    """
+    n_items, sample_size = check_sizes(n_items, sample_size)
+    if global_ranks is None:
+        R = np.arange(1, n_items + 1, dtype=np.int64)
+    else:
+        R = check_ranks(global_ranks, "global_ranks", high=n_items)
+    if replacement:
+        return _log_binomial(R, n_items, sample_size)
+    return _log_hypergeometric(R, n_items, sample_size)
+
+
+def kernel(n_items: int, sample_size: int, replacement: bool = True, global_ranks=None) -> np.ndarray:
+    r"""Sampling kernel matrix :math:`A_{R,r} = P(r \mid R)` (TORS Eq. 10 with unit prior;
+    Krichene & Rendle Eq. 16). Rows sum to 1. See :func:`log_kernel` for the arguments."""
+    return np.exp(log_kernel(n_items, sample_size, replacement, global_ranks))
+
+
+def kernel_row(global_rank: int, n_items: int, sample_size: int, replacement: bool = True) -> np.ndarray:
+    r"""The distribution :math:`P(r \mid R)` over :math:`r = 1..n` for a single global rank."""
+    return kernel(n_items, sample_size, replacement, np.array([global_rank]))[0]
+
+
+def kernel_cdf(n_items: int, sample_size: int, replacement: bool = True, global_ranks=None) -> np.ndarray:
+    r""":math:`\Pr(r \le k \mid R)` for :math:`k = 1..n`, computed by cumulative log-sum-exp
+    (Krichene & Rendle Eq. 18: the expected sampled Recall@k is this CDF)."""
+    logk = log_kernel(n_items, sample_size, replacement, global_ranks)
+    out = np.exp(np.logaddexp.accumulate(logk, axis=1))
+    return np.minimum(out, 1.0)
+
+
+def log_normaliser_check(n_items: int, sample_size: int, replacement: bool = True) -> float:
+    """Largest deviation of a kernel row's total from 1, in log space (used by the tests)."""
+    lk = log_kernel(n_items, sample_size, replacement)
+    return float(np.max(np.abs(logsumexp(lk, axis=1))))
