@@ -1,0 +1,392 @@
+r"""Corrected metric functions :math:`\widehat F(r)`, :math:`r = 1..n`.
+
+A sampled evaluation observes, for each of :math:`M` users, the rank :math:`r_u \in 1..n` of the
+held-out item among :math:`n` sampled items. A *corrected metric* is a vector
+:math:`\widehat F \in \mathbb R^n` applied to the sampled ranks instead of the metric itself
+(Krichene & Rendle 2020, Sec. 5; TORS Eq. 6):
+
+.. math:: \widehat T = \frac1M \sum_u \widehat F(r_u) = \sum_{r=1}^n \tilde P(r)\,\widehat F(r)
+          \;\approx\; T = \frac1M \sum_u F(R_u).
+
+Notation (SEED-NOTES): :math:`N` items, sampled set of :math:`n` items *including* the target
+(:math:`n-1` decoys; Krichene & Rendle's :math:`m` is our :math:`n-1` and their :math:`n` our
+:math:`N`); kernel :math:`K_{R,r} = P(r \mid R)` from :mod:`itemsampling.kernel`; prior
+:math:`p(R)`, uniform :math:`1/N` unless given.
+
+Methods (all return a length-:math:`n` float64 vector):
+
+``"rank_estimate"`` (Krichene & Rendle Eq. 20)
+    :math:`\widehat F(r) = F\bigl(\lfloor 1 + (N-1)(r-1)/(n-1) \rfloor\bigr)`: the metric applied
+    to the unbiased estimate of the global rank, :math:`\mathbb E[r-1 \mid R] = (n-1)(R-1)/(N-1)`
+    (true with and without replacement), floored as in their experiments.
+
+``"cls"`` (Krichene & Rendle Eq. 21-23 with the order constraint of their Sec. 5.2 and 6.3)
+    :math:`\min_x \sum_R p(R)\bigl(\sum_r P(r\mid R) x_r - F(R)\bigr)^2` subject to
+    :math:`x_1 \ge x_2 \ge \dots \ge x_n`. Solved exactly as a bounded least-squares problem on
+    the reparametrisation :math:`x_r = \sum_{j \ge r} z_j` with :math:`z_j \ge 0` for
+    :math:`j < n` and :math:`z_n` free (``scipy.optimize.lsq_linear``, method ``"bvls"``, an
+    active-set method that terminates at the exact optimum). In these coordinates the design
+    matrix is :math:`\sqrt{p(R)}\,\Pr(r \le j \mid R)`, the kernel CDF.
+
+``"bv"`` (Krichene & Rendle Eq. 24-26; TORS Eq. 8-10 with SEED-NOTES items 3 and 7)
+    :math:`\min_x \sum_R p(R)\bigl[(\mathbb E[x_r\mid R] - F(R))^2 + \gamma\,\mathrm{Var}[x_r\mid R]\bigr]`,
+    whose normal equations are
+
+    .. math:: \bigl((1-\gamma) A^\top A + \gamma\,\mathrm{diag}(c)\bigr)\,x = A^\top b,\quad
+              A_{R,r} = \sqrt{p(R)}P(r\mid R),\ b_R = \sqrt{p(R)}F(R),\ c_r = \sum_R p(R)P(r\mid R).
+
+    :math:`\gamma = 1` gives the posterior mean :math:`x_r = \sum_R p(R\mid r) F(R)` (Eq. 26);
+    :math:`\gamma = 0` the minimal-bias least squares of Eq. 21-22 without the order constraint.
+
+``"mn"`` (TORS Sec. 5, Eq. 39-42, as published; SEED-NOTES item 8)
+    :math:`\min_x \sum_R p(R)(\mathbb E[x_r\mid R] - F(R))^2 + \frac1M\sum_R \mathrm{Var}[x_r\mid R]`,
+    i.e. :math:`x = (K^\top D K - \frac1M K^\top K + \frac1M\Lambda_1)^{-1} K^\top D F` with the
+    *unweighted* kernel :math:`K`, :math:`D = \mathrm{diag}(p)` and
+    :math:`\Lambda_1 = \mathrm{diag}(\sum_R P(r\mid R))`. The variance term is summed over
+    :math:`R` without the weight :math:`p(R)`: that is how TORS prints it (it comes from their
+    Jensen bound). With a uniform prior and :math:`N \le M` it equals BV with :math:`\gamma = N/M`.
+
+``"mn_weighted"`` (our exactly-weighted variant of TORS Eq. 38)
+    The exact variance of :math:`\widehat T` over the decoy draws is
+    :math:`\frac1M\sum_R p(R)\,\mathrm{Var}[x_r\mid R]`. Replacing TORS's unweighted variance term
+    by it gives exactly the BV objective with :math:`\gamma = 1/M`, which is how it is computed.
+
+Numerics: every system is solved in float64. The :math:`n\times n` matrices
+:math:`K^\top W K` are accumulated over chunks of global ranks (never an :math:`N\times N`
+matrix; at most a few tens of MB of kernel at a time), only over rows with non-zero weight, and
+the prior-free pieces :math:`K^\top K` and :math:`\Lambda_1` are cached per :math:`(N, n)`.
+Symmetric positive definite systems (BV with :math:`\gamma > 0`, MN) are solved by a Cholesky
+factorisation after symmetric diagonal (Jacobi) scaling; a system whose scaled reciprocal
+condition number is below ``1e3 * n * eps`` is refused with a ``ValueError`` rather than solved
+into noise. BV with :math:`\gamma = 0` is a least-squares problem and is solved by SVD
+(``scipy.linalg.lstsq``, minimum-norm solution), which is well defined even where
+:math:`A^\top A` is numerically singular (it is, badly, for :math:`n` beyond a few dozen).
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+
+import numpy as np
+from scipy import linalg
+from scipy.linalg import lapack
+from scipy.optimize import lsq_linear
+
+from .._validation import check_int, check_probability_vector, check_sizes
+from ..kernel import kernel, kernel_cdf
+from ..metrics import canonical_metric, metric_function
+
+__all__ = [
+    "CORRECTION_METHODS",
+    "corrected_metric",
+    "corrected_metrics",
+    "corrected_estimate",
+    "check_gamma",
+]
+
+#: Methods accepted by :func:`corrected_metric`.
+CORRECTION_METHODS = ("rank_estimate", "cls", "bv", "mn", "mn_weighted")
+
+_CHUNK_ENTRIES = 2_000_000  # kernel entries per chunk (16 MB of float64)
+_RCOND_FACTOR = 1e3
+
+
+# ---------------------------------------------------------------------------------------------
+# validation helpers
+# ---------------------------------------------------------------------------------------------
+def check_gamma(gamma) -> float:
+    """Return ``gamma`` as a float in [0, 1] or raise ``ValueError``."""
+    if gamma is None or isinstance(gamma, bool) or not isinstance(gamma, (numbers.Real, np.floating, np.integer)):
+        raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
+    g = float(gamma)
+    if not np.isfinite(g) or g < 0.0 or g > 1.0:
+        raise ValueError(f"gamma must lie in [0, 1], got {gamma!r}")
+    return g
+
+
+def _check_prior(prior, n_items: int) -> np.ndarray:
+    if prior is None:
+        return np.full(n_items, 1.0 / n_items)
+    p = check_probability_vector(prior, "prior", length=n_items)
+    return p / p.sum()
+
+
+def _metric_matrix(metric: str, ks, n_items: int) -> tuple[np.ndarray, list]:
+    """F(R) for R = 1..N, one column per cut-off in ``ks`` (``None`` = untruncated)."""
+    R = np.arange(1, n_items + 1)
+    cols = []
+    for k in ks:
+        if k is not None:
+            k = check_int(k, "k", low=1)
+        cols.append(metric_function(metric, k, n_items)(R))
+    return np.column_stack(cols), list(ks)
+
+
+# ---------------------------------------------------------------------------------------------
+# kernel products, chunked over global ranks
+# ---------------------------------------------------------------------------------------------
+def _chunks(rows: np.ndarray, sample_size: int):
+    step = max(1, _CHUNK_ENTRIES // sample_size)
+    for start in range(0, rows.size, step):
+        yield rows[start:start + step]
+
+
+@functools.lru_cache(maxsize=8)
+def _prior_free(n_items: int, sample_size: int, replacement: bool):
+    r"""Cached :math:`K^\top K` (n x n) and the column sums :math:`\sum_R P(r\mid R)` (n)."""
+    gram = np.zeros((sample_size, sample_size))
+    colsum = np.zeros(sample_size)
+    for rows in _chunks(np.arange(1, n_items + 1), sample_size):
+        K = kernel(n_items, sample_size, replacement, rows)
+        gram += K.T @ K
+        colsum += K.sum(axis=0)
+    gram = 0.5 * (gram + gram.T)
+    gram.flags.writeable = False
+    colsum.flags.writeable = False
+    return gram, colsum
+
+
+def _weighted_products(n_items, sample_size, replacement, weights, Fmat):
+    r"""Return :math:`K^\top W K`, :math:`K^\top W F` and :math:`K^\top w` for ``W = diag(weights)``,
+    summing only over rows with non-zero weight."""
+    rows = np.flatnonzero(weights) + 1
+    n = sample_size
+    gram = np.zeros((n, n))
+    rhs = np.zeros((n, Fmat.shape[1]))
+    c = np.zeros(n)
+    for chunk in _chunks(rows, n):
+        K = kernel(n_items, n, replacement, chunk)
+        w = weights[chunk - 1]
+        Kw = K * w[:, None]
+        gram += K.T @ Kw
+        rhs += Kw.T @ Fmat[chunk - 1]
+        c += Kw.sum(axis=0)
+    return 0.5 * (gram + gram.T), rhs, c
+
+
+def _rhs_only(n_items, sample_size, replacement, weights, Fmat):
+    r""":math:`K^\top W F` over rows where ``weights * F`` is non-zero (few rows for top-K metrics)."""
+    active = np.flatnonzero((weights != 0) & np.any(Fmat != 0, axis=1)) + 1
+    rhs = np.zeros((sample_size, Fmat.shape[1]))
+    for chunk in _chunks(active, sample_size):
+        K = kernel(n_items, sample_size, replacement, chunk)
+        rhs += (K * weights[chunk - 1][:, None]).T @ Fmat[chunk - 1]
+    return rhs
+
+
+# ---------------------------------------------------------------------------------------------
+# solvers
+# ---------------------------------------------------------------------------------------------
+def _solve_spd(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
+    """Solve the symmetric positive definite system ``G x = rhs`` by Jacobi-scaled Cholesky;
+    refuse (ValueError) a singular or numerically singular system."""
+    n = G.shape[0]
+    d = np.diag(G).copy()
+    if not np.all(np.isfinite(G)) or not np.all(np.isfinite(rhs)):
+        raise ValueError(f"the {what} system has non-finite entries")
+    if np.any(d <= 0.0):
+        bad = int(np.flatnonzero(d <= 0.0)[0]) + 1
+        raise ValueError(
+            f"the {what} system is singular: sampled rank r = {bad} has zero probability under the "
+            "prior (c_r = 0), so its corrected value is not determined; use a prior that gives every "
+            "sampled rank positive probability, or gamma = 0")
+    s = 1.0 / np.sqrt(d)
+    Gs = G * s[:, None] * s[None, :]
+    try:
+        cho, low = linalg.cho_factor(Gs, lower=False, check_finite=False)
+    except linalg.LinAlgError:
+        raise ValueError(f"the {what} system is singular (not positive definite)") from None
+    anorm = np.max(np.sum(np.abs(Gs), axis=0))
+    rcond, info = lapack.dpocon(cho, anorm, lower=0)
+    if info != 0 or not rcond > _RCOND_FACTOR * n * np.finfo(float).eps:
+        raise ValueError(
+            f"the {what} system is numerically singular (reciprocal condition number {rcond:.2e} after "
+            "diagonal scaling); the prior gives some sampled ranks almost no probability")
+    y = linalg.cho_solve((cho, low), rhs * s.reshape((-1,) + (1,) * (rhs.ndim - 1)), check_finite=False)
+    return y * s.reshape((-1,) + (1,) * (rhs.ndim - 1))
+
+
+def _bv_lstsq(n_items, sample_size, replacement, prior, Fmat):
+    r"""gamma = 0: minimum-norm least squares :math:`\min_x \|A x - b\|` with
+    :math:`A = \sqrt{p}\,K`, :math:`b = \sqrt{p}\,F` (Krichene & Rendle Eq. 21-23), by SVD."""
+    rows = np.flatnonzero(prior) + 1
+    sq = np.sqrt(prior[rows - 1])
+    A = kernel(n_items, sample_size, replacement, rows) * sq[:, None]
+    b = Fmat[rows - 1] * sq[:, None]
+    x, *_ = linalg.lstsq(A, b, lapack_driver="gelsd", check_finite=False)
+    return x
+
+
+def _cls(n_items, sample_size, replacement, prior, Fmat):
+    r"""Constrained least squares (Krichene & Rendle Eq. 21-23 with
+    :math:`x_1 \ge \dots \ge x_n`), exact by bounded-variable least squares."""
+    rows = np.flatnonzero(prior) + 1
+    sq = np.sqrt(prior[rows - 1])
+    # x = U z with U upper-triangular ones, so K x = (K U) z and K U is the kernel CDF
+    C = kernel_cdf(n_items, sample_size, replacement, rows) * sq[:, None]
+    lb = np.zeros(sample_size)
+    lb[-1] = -np.inf
+    ub = np.full(sample_size, np.inf)
+    out = np.empty((sample_size, Fmat.shape[1]))
+    for j in range(Fmat.shape[1]):
+        res = lsq_linear(C, Fmat[rows - 1, j] * sq, bounds=(lb, ub), method="bvls", tol=1e-12)
+        if not np.all(np.isfinite(res.x)):
+            raise ValueError("the CLS problem could not be solved (non-finite solution)")
+        out[:, j] = np.cumsum(res.x[::-1])[::-1]
+    return out
+
+
+def _rank_estimate(n_items, sample_size, Fmat_fn):
+    r = np.arange(1, sample_size + 1, dtype=np.int64)
+    R_hat = 1 + ((n_items - 1) * (r - 1)) // (sample_size - 1)  # Eq. 20, floored
+    return Fmat_fn(R_hat)
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+# ---------------------------------------------------------------------------------------------
+def corrected_metrics(metric: str, ks, n_items: int, sample_size: int, method: str, prior=None,
+                      n_users: int | None = None, gamma: float | None = None,
+                      replacement: bool = True) -> np.ndarray:
+    r"""Corrected metric vectors for several cut-offs at once: an ``(n, len(ks))`` array whose
+    column ``j`` is :func:`corrected_metric` with ``k = ks[j]``.
+
+    BV and MN share one factorisation of the :math:`n\times n` system across all cut-offs (only
+    the right-hand side :math:`K^\top D F` depends on the metric), so asking for K = 1..50 costs
+    about as much as one cut-off.
+    """
+    name = canonical_metric(metric)
+    n_items, sample_size = check_sizes(n_items, sample_size)
+    if method not in CORRECTION_METHODS:
+        raise ValueError(f"method must be one of {CORRECTION_METHODS}, got {method!r}")
+    ks = list(np.atleast_1d(np.asarray(ks, dtype=object))) if ks is not None else [None]
+    if len(ks) == 0:
+        raise ValueError("ks must not be empty")
+    Fmat, ks = _metric_matrix(name, ks, n_items)
+    replacement = bool(replacement)
+
+    if method == "rank_estimate":
+        for arg, val in (("prior", prior), ("gamma", gamma), ("n_users", n_users)):
+            if val is not None:
+                raise ValueError(f"{arg} is not used by method 'rank_estimate'; leave it None")
+        fns = [metric_function(name, k, n_items) for k in ks]
+        return np.column_stack([_rank_estimate(n_items, sample_size, f) for f in fns])
+
+    p = _check_prior(prior, n_items)
+
+    if method == "cls":
+        if gamma is not None or n_users is not None:
+            raise ValueError("gamma and n_users are not used by method 'cls'; leave them None")
+        return _cls(n_items, sample_size, replacement, p, Fmat)
+
+    if method in ("mn", "mn_weighted"):
+        if n_users is None:
+            raise ValueError(f"n_users (the number of users M >= 1) is required for method {method!r}")
+        M = check_int(n_users, "n_users", low=1)
+        if gamma is not None:
+            raise ValueError(f"gamma is not used by method {method!r}; leave it None")
+        if method == "mn_weighted":
+            method, g = "bv", 1.0 / M
+        else:
+            g = None
+    else:  # bv
+        if n_users is not None:
+            raise ValueError("n_users is not used by method 'bv'; leave it None")
+        if gamma is None:
+            raise ValueError("gamma (a number in [0, 1]) is required for method 'bv'")
+        g = check_gamma(gamma)
+
+    if method == "bv" and g == 0.0:
+        return _bv_lstsq(n_items, sample_size, replacement, p, Fmat)
+
+    uniform = prior is None or np.ptp(p) == 0.0
+    if uniform:
+        KtK, colsum = _prior_free(n_items, sample_size, replacement)
+        KtDK = KtK / n_items
+        c = colsum / n_items
+        rhs = _rhs_only(n_items, sample_size, replacement, p, Fmat)
+    else:
+        KtDK, rhs, c = _weighted_products(n_items, sample_size, replacement, p, Fmat)
+
+    if method == "bv":
+        G = (1.0 - g) * KtDK
+        G[np.diag_indices_from(G)] += g * c
+        return _solve_spd(G, rhs, f"BV (gamma = {g:g})")
+
+    # MN as published (TORS Eq. 42)
+    KtK, colsum = _prior_free(n_items, sample_size, replacement)
+    G = KtDK - KtK / M
+    G[np.diag_indices_from(G)] += colsum / M
+    return _solve_spd(G, rhs, "MN (TORS Eq. 42)")
+
+
+def corrected_metric(metric: str, k, n_items: int, sample_size: int, method: str, prior=None,
+                     n_users: int | None = None, gamma: float | None = None,
+                     replacement: bool = True) -> np.ndarray:
+    r"""The corrected metric vector :math:`\widehat F(r)`, :math:`r = 1..n`.
+
+    Parameters
+    ----------
+    metric : {"recall", "hr", "precision", "ndcg", "ap", "rr", "auc"}
+        The global metric :math:`F(R)` to estimate.
+    k : int or None
+        Cut-off :math:`K \ge 1`; ``None`` means untruncated (and is required for ``"auc"``).
+    n_items : int
+        Catalog size :math:`N`.
+    sample_size : int
+        Sampled-set size :math:`n` including the target, :math:`2 \le n \le N`.
+    method : {"rank_estimate", "cls", "bv", "mn", "mn_weighted"}
+        See the module docstring for the equations.
+    prior : array of length N, optional
+        Prior :math:`p(R)` (non-negative, summing to 1); uniform when omitted. Used by
+        ``"cls"``, ``"bv"``, ``"mn"``, ``"mn_weighted"``.
+    n_users : int, optional
+        Number of users :math:`M`; required by ``"mn"`` and ``"mn_weighted"``.
+    gamma : float in [0, 1], optional
+        Bias-variance weight; required by ``"bv"``.
+    replacement : bool
+        Binomial (with replacement, default) or hypergeometric kernel.
+
+    Returns
+    -------
+    ndarray of shape ``(n,)``: entry ``r-1`` is :math:`\widehat F(r)`.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method or metric, :math:`n > N`, ``gamma`` outside [0, 1], a prior that is
+        negative or does not sum to 1, a missing ``n_users`` / ``gamma``, or a singular system.
+    """
+    return corrected_metrics(metric, [k], n_items, sample_size, method, prior=prior, n_users=n_users,
+                             gamma=gamma, replacement=replacement)[:, 0]
+
+
+def corrected_estimate(sampled_ranks, corrected) -> np.ndarray | float:
+    r""":math:`\widehat T = \frac1M\sum_u \widehat F(r_u)` (TORS Eq. 6).
+
+    ``sampled_ranks`` is a 1-d array of ranks in ``1..n`` (returns a float) or a 2-d array with one
+    row per repeat (returns one estimate per row); ``corrected`` is :math:`\widehat F`, of shape
+    ``(n,)`` or ``(n, n_cutoffs)`` (then the result gains a trailing cut-off axis).
+    """
+    Fh = np.asarray(corrected, dtype=np.float64)
+    if Fh.ndim not in (1, 2) or Fh.shape[0] < 2 or not np.all(np.isfinite(Fh)):
+        raise ValueError("corrected must be a finite array of shape (n,) or (n, n_cutoffs) with n >= 2")
+    n = Fh.shape[0]
+    r = np.asarray(sampled_ranks)
+    if r.ndim not in (1, 2) or r.size == 0:
+        raise ValueError("sampled_ranks must be a non-empty 1-d or 2-d array of ranks")
+    if r.dtype.kind not in "iu":
+        if r.dtype.kind != "f" or not np.all(np.isfinite(r)) or not np.all(r == np.floor(r)):
+            raise ValueError("sampled_ranks must hold integer ranks")
+        r = r.astype(np.int64)
+    if r.min() < 1 or r.max() > n:
+        raise ValueError(f"sampled_ranks must lie in 1..{n}, got {r.min() if r.min() < 1 else r.max()}")
+    two_d = r.ndim == 2
+    r2 = r.reshape(1, -1) if not two_d else r
+    counts = np.stack([np.bincount(row, minlength=n + 1)[1:] for row in r2]) / r2.shape[1]
+    out = counts @ Fh
+    if two_d:
+        return out
+    out = out[0]
+    return float(out) if Fh.ndim == 1 else out
