@@ -52,9 +52,11 @@ Methods (all return a length-:math:`n` float64 vector):
     by it gives exactly the BV objective with :math:`\gamma = 1/M`, which is how it is computed.
 
 Numerics: every system is solved in float64. The :math:`n\times n` matrices
-:math:`K^\top W K` are accumulated over chunks of global ranks (never an :math:`N\times N`
-matrix; at most a few tens of MB of kernel at a time), only over rows with non-zero weight, and
-the prior-free pieces :math:`K^\top K` and :math:`\Lambda_1` are cached per :math:`(N, n)`.
+:math:`K^\top W K` are accumulated over blocks of 256 consecutive global ranks, each restricted to
+the band of sampled ranks where the block's kernel rows are non-negligible (never an
+:math:`N\times N` matrix; see :func:`_banded_kernel`), skipping blocks of zero weight; the banded
+kernel and the prior-free pieces :math:`K^\top K` and :math:`\Lambda_1` are cached per
+:math:`(N, n)`.
 Symmetric positive definite systems (BV with :math:`\gamma > 0`, MN) are solved by a Cholesky
 factorisation after symmetric diagonal (Jacobi) scaling; a system whose scaled reciprocal
 condition number is below ``1e3 * n * eps`` is refused with a ``ValueError`` rather than solved
@@ -88,7 +90,6 @@ __all__ = [
 #: Methods accepted by :func:`corrected_metric`.
 CORRECTION_METHODS = ("rank_estimate", "cls", "bv", "mn", "mn_weighted")
 
-_CHUNK_ENTRIES = 2_000_000  # kernel entries per chunk (16 MB of float64)
 _RCOND_FACTOR = 1e3
 
 
@@ -126,52 +127,73 @@ def _metric_matrix(metric: str, ks, n_items: int) -> tuple[np.ndarray, list]:
 # ---------------------------------------------------------------------------------------------
 # kernel products, chunked over global ranks
 # ---------------------------------------------------------------------------------------------
-def _chunks(rows: np.ndarray, sample_size: int):
-    step = max(1, _CHUNK_ENTRIES // sample_size)
-    for start in range(0, rows.size, step):
-        yield rows[start:start + step]
+_BLOCK_ROWS = 256
+_BAND_TOL = 1e-30
+
+
+@functools.lru_cache(maxsize=2)
+def _banded_kernel(n_items: int, sample_size: int, replacement: bool):
+    r"""The kernel :math:`P(r \mid R)` stored as row blocks of consecutive global ranks, each
+    restricted to the band of sampled ranks where some row of the block holds at least
+    ``1e-30`` times its own largest entry.
+
+    Every kernel row is unimodal in :math:`r` and concentrated within a few standard deviations
+    of :math:`1 + (n-1)\theta_R`, so a block of 256 consecutive ranks needs only a band of columns.
+    Dropping entries below ``1e-30`` of their row's maximum changes no float64 sum
+    :math:`\sum_R w_R P(r\mid R)P(s\mid R)` beyond its last digit, and cuts the cost of
+    :math:`K^\top W K` from :math:`O(Nn^2)` to :math:`O(N\,\bar b^2)` (mean band :math:`\bar b`),
+    and the memory to :math:`N\bar b` floats. Returns a tuple of ``(start, stop, lo, hi, block)``
+    with ``block = K[start:stop, lo:hi]`` (0-based rows and columns).
+    """
+    out = []
+    for start in range(0, n_items, _BLOCK_ROWS):
+        stop = min(n_items, start + _BLOCK_ROWS)
+        K = kernel(n_items, sample_size, replacement, np.arange(start + 1, stop + 1))
+        keep = K >= _BAND_TOL * K.max(axis=1, keepdims=True)
+        cols = np.flatnonzero(keep.any(axis=0))
+        lo, hi = int(cols[0]), int(cols[-1]) + 1
+        block = np.ascontiguousarray(K[:, lo:hi])
+        block[~keep[:, lo:hi]] = 0.0
+        block.flags.writeable = False
+        out.append((start, stop, lo, hi, block))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=8)
 def _prior_free(n_items: int, sample_size: int, replacement: bool):
     r"""Cached :math:`K^\top K` (n x n) and the column sums :math:`\sum_R P(r\mid R)` (n)."""
-    gram = np.zeros((sample_size, sample_size))
-    colsum = np.zeros(sample_size)
-    for rows in _chunks(np.arange(1, n_items + 1), sample_size):
-        K = kernel(n_items, sample_size, replacement, rows)
-        gram += K.T @ K
-        colsum += K.sum(axis=0)
-    gram = 0.5 * (gram + gram.T)
+    gram, _, colsum = _weighted_products(n_items, sample_size, replacement, np.ones(n_items), None)
     gram.flags.writeable = False
     colsum.flags.writeable = False
     return gram, colsum
 
 
 def _weighted_products(n_items, sample_size, replacement, weights, Fmat):
-    r"""Return :math:`K^\top W K`, :math:`K^\top W F` and :math:`K^\top w` for ``W = diag(weights)``,
-    summing only over rows with non-zero weight."""
-    rows = np.flatnonzero(weights) + 1
+    r"""Return :math:`K^\top W K`, :math:`K^\top W F` (or ``None``) and :math:`K^\top w` for
+    ``W = diag(weights)``, from the banded kernel, skipping blocks of zero weight."""
     n = sample_size
     gram = np.zeros((n, n))
-    rhs = np.zeros((n, Fmat.shape[1]))
+    rhs = None if Fmat is None else np.zeros((n, Fmat.shape[1]))
     c = np.zeros(n)
-    for chunk in _chunks(rows, n):
-        K = kernel(n_items, n, replacement, chunk)
-        w = weights[chunk - 1]
-        Kw = K * w[:, None]
-        gram += K.T @ Kw
-        rhs += Kw.T @ Fmat[chunk - 1]
-        c += Kw.sum(axis=0)
+    for start, stop, lo, hi, B in _banded_kernel(n_items, n, replacement):
+        w = weights[start:stop]
+        if not np.any(w):
+            continue
+        Bw = B * w[:, None]
+        gram[lo:hi, lo:hi] += B.T @ Bw
+        c[lo:hi] += Bw.sum(axis=0)
+        if rhs is not None:
+            rhs[lo:hi] += Bw.T @ Fmat[start:stop]
     return 0.5 * (gram + gram.T), rhs, c
 
 
 def _rhs_only(n_items, sample_size, replacement, weights, Fmat):
-    r""":math:`K^\top W F` over rows where ``weights * F`` is non-zero (few rows for top-K metrics)."""
-    active = np.flatnonzero((weights != 0) & np.any(Fmat != 0, axis=1)) + 1
+    r""":math:`K^\top W F`, over the blocks where ``weights * F`` is non-zero (few for top-K metrics)."""
     rhs = np.zeros((sample_size, Fmat.shape[1]))
-    for chunk in _chunks(active, sample_size):
-        K = kernel(n_items, sample_size, replacement, chunk)
-        rhs += (K * weights[chunk - 1][:, None]).T @ Fmat[chunk - 1]
+    for start, stop, lo, hi, B in _banded_kernel(n_items, sample_size, replacement):
+        wF = weights[start:stop, None] * Fmat[start:stop]
+        if np.any(wF):
+            rhs[lo:hi] += B.T @ wF
     return rhs
 
 
@@ -198,7 +220,7 @@ def _solve_spd(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
     except linalg.LinAlgError:
         raise ValueError(f"the {what} system is singular (not positive definite)") from None
     anorm = np.max(np.sum(np.abs(Gs), axis=0))
-    rcond, info = lapack.dpocon(cho, anorm, lower=0)
+    rcond, info = lapack.dpocon(cho, anorm, uplo="U")
     if info != 0 or not rcond > _RCOND_FACTOR * n * np.finfo(float).eps:
         raise ValueError(
             f"the {what} system is numerically singular (reciprocal condition number {rcond:.2e} after "
@@ -248,7 +270,7 @@ def _rank_estimate(n_items, sample_size, Fmat_fn):
 # ---------------------------------------------------------------------------------------------
 def corrected_metrics(metric: str, ks, n_items: int, sample_size: int, method: str, prior=None,
                       n_users: int | None = None, gamma: float | None = None,
-                      replacement: bool = True) -> np.ndarray:
+                      replacement: bool = True, _unidentified: str = "raise") -> np.ndarray:
     r"""Corrected metric vectors for several cut-offs at once: an ``(n, len(ks))`` array whose
     column ``j`` is :func:`corrected_metric` with ``k = ks[j]``.
 
@@ -312,6 +334,14 @@ def corrected_metrics(metric: str, ks, n_items: int, sample_size: int, method: s
     if method == "bv":
         G = (1.0 - g) * KtDK
         G[np.diag_indices_from(G)] += g * c
+        if _unidentified == "nan" and np.any(c <= 0.0):
+            # ranks with zero prior-predictive probability do not enter the objective: solve for
+            # the others and mark these as not determined (NaN); the caller checks that no
+            # observed rank is among them
+            ok = np.flatnonzero(c > 0.0)
+            out = np.full(rhs.shape, np.nan)
+            out[ok] = _solve_spd(G[np.ix_(ok, ok)], rhs[ok], f"BV (gamma = {g:g})")
+            return out
         return _solve_spd(G, rhs, f"BV (gamma = {g:g})")
 
     # MN as published (TORS Eq. 42)

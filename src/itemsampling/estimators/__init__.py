@@ -1,0 +1,233 @@
+r"""Estimating global top-K metrics from sampled ranks.
+
+Two families (TORS Sec. 4-5; Krichene & Rendle 2020 Sec. 5; Jin et al. 2021):
+
+* **corrected metric functions** :math:`\widehat F(r)` (:mod:`.corrected`): rank estimate, CLS,
+  BV, MN; the estimate is :math:`\widehat T = \frac1M\sum_u \widehat F(r_u)` (TORS Eq. 6);
+* **global rank distributions** :math:`\widehat P(R)` (:mod:`.distribution`): MLE, WMLE, MES and
+  the BV-derived baseline; the estimate is :math:`\widehat T = \sum_R \widehat P(R) F(R)`
+  (TORS Eq. 27).
+
+The combinations BV_MLE, BV_MES, MN_MLE and MN_MES (TORS Sec. 8.1.5) use as prior the
+:math:`\widehat P(R)` learnt by MLE or MES from the *same* sampled ranks (SEED-NOTES item 9), and
+MN uses :math:`M` = the number of sampled ranks.
+
+One call for everything: :func:`estimate_metric`. :func:`estimate_metrics` evaluates several
+metrics and methods on one set of sampled ranks and learns each rank distribution only once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import check_int, check_ranks, check_sizes
+from ..metrics import canonical_metric, metric_function
+from .corrected import (
+    CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
+)
+
+__all__ = [
+    "METHODS",
+    "corrected_metric",
+    "corrected_metrics",
+    "corrected_estimate",
+    "estimate_metric",
+    "estimate_metrics",
+    "estimate_rank_distribution",
+    "metric_from_distribution",
+]
+
+#: Methods accepted by :func:`estimate_metric`.
+METHODS = ("sampled", "rank_estimate", "cls", "bv", "mn", "mn_weighted", "mle", "wmle", "mes",
+           "bv_mle", "bv_mes", "mn_mle", "mn_mes")
+
+_DISTRIBUTION_METHODS = ("mle", "wmle", "mes")
+_CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement"}
+
+
+def estimate_rank_distribution(sampled_ranks, n_items, sample_size, method, **params):
+    """Learn the global rank distribution :math:`\\widehat P(R)`, R = 1..N (see
+    :mod:`itemsampling.estimators.distribution`)."""
+    from .distribution import estimate_rank_distribution as _erd
+
+    return _erd(sampled_ranks, n_items, sample_size, method, **params)
+
+
+def metric_from_distribution(rank_distribution, metric: str, k, n_items: int | None = None):
+    r""":math:`\widehat T = \sum_{R=1}^N \widehat P(R)\,F(R)` (TORS Eq. 27; Jin et al. 2021 Eq. 2),
+    for one cut-off ``k`` (returns a float) or a sequence of cut-offs (returns an array)."""
+    P = np.asarray(rank_distribution, dtype=np.float64)
+    if P.ndim != 1 or P.size < 2 or not np.all(np.isfinite(P)) or np.any(P < 0):
+        raise ValueError("rank_distribution must be a finite, non-negative 1-d array of length N >= 2")
+    if n_items is not None and check_int(n_items, "n_items", low=2) != P.size:
+        raise ValueError(f"rank_distribution must have length n_items = {n_items}, got {P.size}")
+    N = P.size
+    R = np.arange(1, N + 1)
+    seq = np.ndim(k) > 0
+    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
+    vals = np.array([float(P @ metric_function(metric, kk, N)(R)) for kk in ks])
+    return vals if seq else float(vals[0])
+
+
+def _split(params: dict):
+    corr = {k: v for k, v in params.items() if k in _CORRECTION_PARAMS}
+    dist = {k: v for k, v in params.items() if k not in _CORRECTION_PARAMS}
+    return corr, dist
+
+
+def _estimate(r, N, n, metric, ks, method, params, prior_cache):
+    """Core of :func:`estimate_metric` on validated input; ``ks`` is a list. Returns an array."""
+    corr, dist = _split(params)
+    replacement = corr.get("replacement", True)
+    if method == "sampled":
+        unused = set(params) - {"replacement"}
+        if unused:
+            raise ValueError(f"method 'sampled' takes no parameters, got {sorted(unused)}")
+        return np.array([float(np.mean(metric_function(metric, k, n)(r))) for k in ks])
+
+    if method in CORRECTION_METHODS:
+        if dist:
+            raise ValueError(f"unknown parameter(s) {sorted(dist)} for method {method!r}")
+        kw = dict(corr)
+        if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
+            kw["n_users"] = r.size
+        Fh = corrected_metrics(metric, ks, N, n, method, **kw)
+        return np.atleast_1d(corrected_estimate(r, Fh))
+
+    base = method.split("_")[-1]  # mle / wmle / mes
+    if base not in _DISTRIBUTION_METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    dist_kw = dict(dist)
+    if replacement is not True:
+        dist_kw["replacement"] = replacement
+    key = (base, tuple(sorted((k, repr(v)) for k, v in dist_kw.items())))
+    if key not in prior_cache:
+        P = np.asarray(estimate_rank_distribution(r, N, n, base, **dist_kw), dtype=np.float64)
+        if P.shape != (N,) or not np.all(np.isfinite(P)) or np.any(P < 0):
+            raise ValueError(f"estimate_rank_distribution({base!r}) did not return a distribution over 1..{N}")
+        prior_cache[key] = P / P.sum()
+    P = prior_cache[key]
+
+    if method == base:  # plain mle / wmle / mes
+        if "gamma" in corr or "prior" in corr or "n_users" in corr:
+            raise ValueError(f"gamma, prior and n_users are not used by method {method!r}")
+        return np.atleast_1d(metric_from_distribution(P, metric, ks))
+    if "prior" in corr:
+        raise ValueError(f"method {method!r} estimates its own prior; do not pass prior")
+    head = method[: -len(base) - 1]
+    if head == "bv":
+        if "n_users" in corr:
+            raise ValueError("n_users is not used by BV")
+        Fh = corrected_metrics(metric, ks, N, n, "bv", prior=P, gamma=corr.get("gamma"), replacement=replacement,
+                               _unidentified="nan")
+        observed = np.unique(r) - 1
+        if np.any(np.isnan(Fh[observed])):
+            raise ValueError(f"the {base.upper()} prior gives an observed sampled rank zero probability; "
+                             "BV cannot correct it")
+        Fh = np.where(np.isnan(Fh), 0.0, Fh)  # unobserved, undetermined ranks carry no weight
+    elif head == "mn":
+        if "gamma" in corr:
+            raise ValueError("gamma is not used by MN")
+        Fh = corrected_metrics(metric, ks, N, n, "mn", prior=P, n_users=corr.get("n_users", r.size),
+                               replacement=replacement)
+    else:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return np.atleast_1d(corrected_estimate(r, Fh))
+
+
+def _prepare(sampled_ranks, n_items, sample_size, params):
+    N, n = check_sizes(n_items, sample_size)
+    r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
+    if "gamma" in params and params["gamma"] is not None:
+        check_gamma(params["gamma"])
+    return r, N, n
+
+
+def _ks(k):
+    seq = np.ndim(k) > 0
+    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
+    if seq and len(ks) == 0:
+        raise ValueError("k must not be an empty sequence")
+    for kk in ks:
+        if kk is not None:
+            check_int(kk, "k", low=1)
+    return seq, ks
+
+
+def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **params):
+    r"""Estimate the global metric :math:`T = \frac1M\sum_u F(R_u)` from sampled ranks.
+
+    Parameters
+    ----------
+    sampled_ranks : array of int
+        One rank in ``1..sample_size`` per user.
+    n_items : int
+        Catalog size :math:`N`.
+    sample_size : int
+        Sampled-set size :math:`n` including the target.
+    metric : {"recall", "hr", "precision", "ndcg", "ap", "rr", "auc"}
+    k : int, None or sequence of int
+        Cut-off(s); ``None`` = untruncated. With a sequence the result is an array, and any rank
+        distribution or factorisation is computed once for all cut-offs.
+    method : str
+        ``"sampled"`` (the uncorrected sampled metric, :math:`\frac1M\sum_u F(r_u)` on the list
+        of length n); corrected metrics ``"rank_estimate"``, ``"cls"``, ``"bv"`` (needs
+        ``gamma``), ``"mn"``, ``"mn_weighted"`` (``prior`` optional, uniform by default; MN uses
+        ``n_users`` = number of sampled ranks unless given); rank distributions ``"mle"``,
+        ``"wmle"``, ``"mes"`` (:math:`\sum_R \widehat P(R)F(R)`); and ``"bv_mle"``, ``"bv_mes"``
+        (BV with ``gamma`` and prior :math:`\widehat P` from MLE / MES on the same ranks),
+        ``"mn_mle"``, ``"mn_mes"`` (MN with that prior and :math:`M` = ``len(sampled_ranks)``).
+    **params
+        ``gamma``, ``prior``, ``n_users``, ``replacement`` go to the corrected metric; every other
+        parameter (e.g. ``eta`` for MES, ``C`` / weighting for WMLE, solver tolerances) goes to
+        :func:`estimate_rank_distribution`.
+
+    Returns
+    -------
+    float, or ndarray over the cut-offs when ``k`` is a sequence.
+    """
+    r, N, n = _prepare(sampled_ranks, n_items, sample_size, params)
+    canonical_metric(metric)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    seq, ks = _ks(k)
+    out = _estimate(r, N, n, metric, ks, method, params, {})
+    return out if seq else float(out[0])
+
+
+def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, **params):
+    r"""Several metrics and methods on one set of sampled ranks.
+
+    Returns ``{method: {metric: estimate}}`` where each estimate is as :func:`estimate_metric`
+    returns it for ``k``. The rank distributions (MLE, MES, WMLE) are learnt once and shared by
+    every metric and by the BV_* / MN_* combinations. ``params`` are shared by all methods
+    (``gamma`` is only passed to methods that use it).
+    """
+    r, N, n = _prepare(sampled_ranks, n_items, sample_size, params)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    methods = [methods] if isinstance(methods, str) else list(methods)
+    for m in metrics:
+        canonical_metric(m)
+    for meth in methods:
+        if meth not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {meth!r}")
+    seq, ks = _ks(k)
+    cache: dict = {}
+    out: dict = {}
+    for meth in methods:
+        p = dict(params)
+        if meth not in ("bv", "bv_mle", "bv_mes"):
+            p.pop("gamma", None)
+        if meth == "sampled":
+            p = {}
+        elif meth in ("rank_estimate",):
+            p = {k2: v for k2, v in p.items() if k2 == "replacement"}
+        elif meth in CORRECTION_METHODS:
+            p = {k2: v for k2, v in p.items() if k2 in _CORRECTION_PARAMS}
+        elif meth in _DISTRIBUTION_METHODS or meth.startswith(("bv_", "mn_")):
+            p.pop("prior", None)
+        out[meth] = {}
+        for m in metrics:
+            est = _estimate(r, N, n, m, ks, meth, p, cache)
+            out[meth][m] = est if seq else float(est[0])
+    return out
