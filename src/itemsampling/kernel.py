@@ -24,7 +24,7 @@ column per sampled rank :math:`r = 1..n`; every row sums to 1.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import gammaln, logsumexp, xlog1py, xlogy
+from scipy.special import gammaln, logsumexp
 
 from ._validation import check_ranks, check_sizes
 
@@ -41,29 +41,45 @@ def theta(global_ranks, n_items: int) -> np.ndarray:
 def _log_binomial(R: np.ndarray, n_items: int, sample_size: int) -> np.ndarray:
     m = sample_size - 1  # number of decoys
     j = np.arange(sample_size, dtype=np.float64)  # r - 1 = 0..n-1
-    p = ((R.astype(np.float64) - 1.0) / (n_items - 1.0))[:, None]
+    p = (R.astype(np.float64) - 1.0) / (n_items - 1.0)
     log_comb = gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)
-    # xlogy / xlog1py give 0*log(0) = 0, so theta = 0 (R = 1) and theta = 1 (R = N) are exact.
-    out = log_comb[None, :] + xlogy(j[None, :], p) + xlog1py(m - j[None, :], -p)
+    # log p and log(1 - p) with the endpoints p = 0 (R = 1) and p = 1 (R = N) set aside: an outer
+    # product is much cheaper than elementwise xlogy on an N x n grid.
+    interior = (p > 0) & (p < 1)
+    log_p = np.log(np.where(interior, p, 0.5))
+    log_q = np.log1p(-np.where(interior, p, 0.5))
+    out = np.multiply.outer(log_p, j)
+    out += np.multiply.outer(log_q, m - j)
+    out += log_comb
+    if not interior.all():
+        edge = np.full(sample_size, -np.inf)
+        out[p <= 0] = np.where(j == 0, 0.0, edge)
+        out[p >= 1] = np.where(j == m, 0.0, edge)
     return out
 
 
 def _log_hypergeometric(R: np.ndarray, n_items: int, sample_size: int) -> np.ndarray:
     m = sample_size - 1  # draws
     pop = n_items - 1
-    good = (R.astype(np.float64) - 1.0)[:, None]  # items above the target
-    bad = (n_items - R.astype(np.float64))[:, None]  # items below the target
-    j = np.arange(sample_size, dtype=np.float64)[None, :]
-    valid = (j <= good) & (m - j <= bad)
-    with np.errstate(invalid="ignore"):
-        gj = np.where(valid, good - j, 0.0)
-        bj = np.where(valid, bad - (m - j), 0.0)
-        out = (
-            gammaln(good + 1.0) - gammaln(j + 1.0) - gammaln(gj + 1.0)
-            + gammaln(bad + 1.0) - gammaln(m - j + 1.0) - gammaln(bj + 1.0)
-            - (gammaln(pop + 1.0) - gammaln(m + 1.0) - gammaln(pop - m + 1.0))
-        )
-    return np.where(valid, out, -np.inf)
+    good = R.astype(np.float64) - 1.0  # items above the target
+    bad = n_items - R.astype(np.float64)  # items below the target
+    j = np.arange(sample_size, dtype=np.float64)
+    # log C(good, j) + log C(bad, m - j) - log C(pop, m); only two gammaln calls are N x n,
+    # the row terms (length N) and the column terms (length n) are broadcast.
+    row = gammaln(good + 1.0) + gammaln(bad + 1.0)
+    col = -gammaln(j + 1.0) - gammaln(m - j + 1.0) - (gammaln(pop + 1.0) - gammaln(m + 1.0) - gammaln(pop - m + 1.0))
+    a = np.subtract.outer(good, j)  # good - j
+    b = np.add.outer(bad - m, j)  # bad - (m - j)
+    valid = (a >= 0) & (b >= 0)
+    np.maximum(a, 0.0, out=a)
+    np.maximum(b, 0.0, out=b)
+    out = gammaln(a + 1.0)
+    out += gammaln(b + 1.0)
+    np.negative(out, out=out)
+    out += row[:, None]
+    out += col[None, :]
+    out[~valid] = -np.inf
+    return out
 
 
 def log_kernel(n_items: int, sample_size: int, replacement: bool = True, global_ranks=None) -> np.ndarray:
@@ -92,7 +108,11 @@ def log_kernel(n_items: int, sample_size: int, replacement: bool = True, global_
         R = check_ranks(global_ranks, "global_ranks", high=n_items)
     if replacement:
         return _log_binomial(R, n_items, sample_size)
-    return _log_hypergeometric(R, n_items, sample_size)
+    out = _log_hypergeometric(R, n_items, sample_size)
+    # Renormalise each row in log space: removes the ~1e-12 rounding of the large gammaln terms,
+    # so that rows sum to 1 to machine precision and no probability exceeds 1.
+    out -= logsumexp(out, axis=1, keepdims=True)
+    return out
 
 
 def kernel(n_items: int, sample_size: int, replacement: bool = True, global_ranks=None) -> np.ndarray:
