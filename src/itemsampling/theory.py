@@ -194,23 +194,45 @@ def expected_sampled_recall_curve(rank_pmf, n_items: int, sample_size: int, ks=N
 
     with :math:`\Pr(r \le K \mid R)` from :func:`itemsampling.kernel.kernel_cdf`. For the
     empirical distribution of a list of users this equals the mean returned by
-    :func:`itemsampling.sampling.shr_moments`. Rows of the kernel are built ``chunk_size`` ranks
-    at a time (only ranks with positive mass), so memory stays bounded for large :math:`N` and
-    :math:`n`.
+    :func:`itemsampling.sampling.shr_moments`.
+
+    Parameters
+    ----------
+    rank_pmf : array of shape ``(N,)``, or ``(n_models, N)`` for several distributions at once
+        (the kernel is then built once for all of them).
+    n_items, sample_size : int
+        :math:`N` and :math:`n`.
+    ks : array of int, optional
+        Cut-offs in ``1..n``; default all.
+    replacement : bool
+        Binomial or hypergeometric kernel.
+    chunk_size : int
+        Kernel rows are built ``chunk_size`` ranks at a time (only ranks with positive mass), so
+        memory stays bounded for large :math:`N` and :math:`n`.
+
+    Returns
+    -------
+    ndarray of shape ``(len(ks),)``, or ``(n_models, len(ks))`` for a 2-d ``rank_pmf``.
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
-    p = _check_pmf(rank_pmf)
-    if p.size != n_items:
-        raise ValueError(f"rank_pmf must have length n_items = {n_items}, got {p.size}")
+    arr = np.asarray(rank_pmf, dtype=np.float64)
+    single = arr.ndim == 1
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"rank_pmf must be 1-d or 2-d, got shape {arr.shape}")
+    P = np.atleast_2d(arr)
+    P = np.vstack([_check_pmf(row, "rank_pmf" if single else f"rank_pmf[{i}]") for i, row in enumerate(P)])
+    if P.shape[1] != n_items:
+        raise ValueError(f"rank_pmf must have length n_items = {n_items}, got {P.shape[1]}")
     ks = _check_ks(ks, sample_size)
     chunk_size = check_int(chunk_size, "chunk_size", low=1)
-    support = np.flatnonzero(p > 0) + 1
-    out = np.zeros(ks.size)
+    support = np.flatnonzero(np.any(P > 0, axis=0)) + 1
+    out = np.zeros((P.shape[0], ks.size))
     for start in range(0, support.size, chunk_size):
         R = support[start:start + chunk_size]
         cdf = kernel_cdf(n_items, sample_size, replacement, R)[:, ks - 1]
-        out += p[R - 1] @ cdf
-    return np.minimum(out, 1.0)
+        out += P[:, R - 1] @ cdf
+    out = np.minimum(out, 1.0)
+    return out[0] if single else out
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,6 +352,13 @@ def _check_probs(probs) -> np.ndarray:
     return p
 
 
+def _trim(offset: int, arr: np.ndarray):
+    nz = np.flatnonzero(arr)
+    if nz.size == 0:  # cannot happen for a pmf, kept for safety
+        return offset, arr[:1]
+    return offset + int(nz[0]), arr[nz[0]:nz[-1] + 1]
+
+
 def poisson_binomial_pmf(probs) -> np.ndarray:
     r"""Exact distribution of :math:`S = \sum_u Z_u`, :math:`Z_u \sim \mathrm{Bernoulli}(p_u)`
     independent (the Poisson binomial of TORS Eq. 13 and Li et al. 2020, Eq. 3; then
@@ -340,24 +369,31 @@ def poisson_binomial_pmf(probs) -> np.ndarray:
     convolution (``numpy.convolve``). Every entry is a sum of non-negative products, so each
     probability keeps full *relative* precision, deep tails included (an FFT convolution would
     leave an absolute noise floor near 1e-15, hiding the tail probabilities this chapter needs).
-    The cost is about :math:`M^2/2` multiply-adds in compiled code (a fraction of a second for
-    :math:`M` = 30,000).
+    Each partial pmf is stored only over its non-zero range (entries below the smallest double
+    are exactly 0 and stay 0), so the cost follows the spread of :math:`S` rather than :math:`M`.
 
     Returns an array of length :math:`M + 1`: entry ``s`` is :math:`\Pr(S = s)`.
     """
     p = _check_probs(probs)
+    M = p.size
     uniq, counts = np.unique(p, return_counts=True)
-    pieces = [stats.binom.pmf(np.arange(c + 1), c, q) for q, c in zip(uniq, counts)]
+    # all binomial blocks in one vectorised call
+    j = np.arange(counts.sum() + counts.size) - np.repeat(np.cumsum(counts + 1) - (counts + 1), counts + 1)
+    flat = stats.binom.pmf(j, np.repeat(counts, counts + 1), np.repeat(uniq, counts + 1))
+    pieces = [_trim(0, block) for block in np.split(flat, np.cumsum(counts + 1)[:-1])]
     while len(pieces) > 1:
-        nxt = [np.convolve(pieces[i], pieces[i + 1]) for i in range(0, len(pieces) - 1, 2)]
+        nxt = [_trim(pieces[i][0] + pieces[i + 1][0], np.convolve(pieces[i][1], pieces[i + 1][1]))
+               for i in range(0, len(pieces) - 1, 2)]
         if len(pieces) % 2:
             nxt.append(pieces[-1])
         pieces = nxt
-    pmf = pieces[0]
+    offset, arr = pieces[0]
+    pmf = np.zeros(M + 1)
+    pmf[offset:offset + arr.size] = arr
     return pmf / pmf.sum()
 
 
-def deviation_probability(probs, t: float, method: str = "exact") -> float:
+def deviation_probability(probs, t: float, method: str = "exact", pmf=None) -> float:
     r"""Probability that the mean of independent Bernoulli(:math:`p_u`) variables deviates from
     its expectation by at least ``t``:
     :math:`\Pr\bigl(|T^S - \mathbb E T^S| \ge t\bigr)` with :math:`T^S = \frac1M\sum_u Z_u`.
@@ -369,6 +405,8 @@ def deviation_probability(probs, t: float, method: str = "exact") -> float:
         :math:`|s/M - \mu| \ge t`; ``"normal"`` is the central-limit approximation
         :math:`2\,\bar\Phi\bigl(t/\sigma\bigr)` with the exact variance
         :math:`\sigma^2 = \frac1{M^2}\sum_u p_u(1-p_u)` (TORS Eq. 15).
+    pmf : optional, ``poisson_binomial_pmf(probs)`` computed beforehand, to share the work
+        between several calls.
     """
     p = _check_probs(probs)
     t = float(t)
@@ -383,24 +421,34 @@ def deviation_probability(probs, t: float, method: str = "exact") -> float:
         if sd == 0:
             return 0.0
         return float(min(1.0, 2.0 * stats.norm.sf(t / sd)))
-    pmf = poisson_binomial_pmf(p)
+    pmf = _pmf_for(p, pmf)
     s = np.arange(M + 1, dtype=np.float64)
     tol = 1e-9 * max(1.0, M * t)
     far = np.abs(s - mu) >= M * t - tol
     return float(min(1.0, pmf[far].sum()))
 
 
-def deviation_radius(probs, delta: float) -> float:
+def _pmf_for(p: np.ndarray, pmf) -> np.ndarray:
+    if pmf is None:
+        return poisson_binomial_pmf(p)
+    pmf = np.asarray(pmf, dtype=np.float64)
+    if pmf.shape != (p.size + 1,) or not np.all(np.isfinite(pmf)) or np.any(pmf < 0):
+        raise ValueError(f"pmf must be the Poisson binomial pmf of probs: {p.size + 1} finite "
+                         f"non-negative values, got shape {pmf.shape}")
+    return pmf
+
+
+def deviation_radius(probs, delta: float, pmf=None) -> float:
     r"""The smallest deviation :math:`t` (among the values :math:`|s/M - \mu|` the mean can take)
     with :math:`\Pr(|T^S - \mathbb E T^S| \ge t) \le \delta`, from the exact Poisson binomial
-    distribution (:func:`poisson_binomial_pmf`). Compare with :func:`hoeffding_radius`, the
-    :math:`t` at which Hoeffding's bound equals :math:`\delta`."""
+    distribution (:func:`poisson_binomial_pmf`; pass it as ``pmf`` to reuse it). Compare with
+    :func:`hoeffding_radius`, the :math:`t` at which Hoeffding's bound equals :math:`\delta`."""
     p = _check_probs(probs)
     delta = float(delta)
     if not np.isfinite(delta) or not 0 < delta < 1:
         raise ValueError(f"delta must lie in (0, 1), got {delta}")
     M = p.size
-    pmf = poisson_binomial_pmf(p)
+    pmf = _pmf_for(p, pmf)
     dev = np.abs(np.arange(M + 1) - p.sum()) / M
     order = np.argsort(-dev, kind="stable")
     dev_sorted = dev[order]

@@ -1,0 +1,103 @@
+"""Chapter 2 through the runner at small parameters; recorded numbers checked against
+independent computations (closed forms, scipy.stats distributions)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from itemsampling.run import run_notebook
+
+NB = Path(__file__).resolve().parents[1] / "notebooks" / "02-sampling-theorem.md"
+
+PARAMS = {
+    "n_items": 2000, "n_users": 1500, "sample_size": 50, "beta_shapes": [0.3, 0.5],
+    "n_repeats": 60, "hoeffding_users": 3000, "hoeffding_t": 0.02, "hoeffding_ks": [1, 10],
+    "tv_catalog_sizes": [200, 1000, 2000], "tv_sample_sizes": [10, 50],
+    "theorem_sample_sizes": [2, 20, 50], "crossing_sample_sizes": [2, 5, 20, 50, 200], "seed": 3,
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ch02")
+    return run_notebook(NB, PARAMS, out, progress=False)["results"]
+
+
+def test_parameters_reached_the_notebook(results):
+    assert results["n_items"] == PARAMS["n_items"]
+    assert results["sample_size"] == PARAMS["sample_size"]
+    assert results["n_repeats"] == PARAMS["n_repeats"]
+    assert results["hoeffding_users"] == PARAMS["hoeffding_users"]
+
+
+def test_kernel_distance(results):
+    N, n = PARAMS["n_items"], PARAMS["sample_size"]
+    R = np.arange(1, N + 1)
+    j = np.arange(n)
+    pb = stats.binom.pmf(j[None, :], n - 1, ((R - 1) / (N - 1))[:, None])
+    ph = stats.hypergeom.pmf(j[None, :], N - 1, (R - 1)[:, None], n - 1)
+    assert results["tv_max_at_setting"] == pytest.approx(0.5 * np.abs(pb - ph).sum(axis=1).max(), rel=1e-8)
+    rho = 1 - np.prod(1 - np.arange(1, n - 1) / (N - 1))
+    assert results["repeat_bound_at_setting"] == pytest.approx(rho, rel=1e-10)
+    assert results["tv_max_at_setting"] <= results["repeat_bound_at_setting"]
+    # with vs without replacement on whole curves: bounded by the kernel distance
+    assert results["bin_vs_hyp_max_diff"] <= results["tv_max_at_setting"] + 1e-12
+
+
+def test_shr_moments_and_monte_carlo(results):
+    N, n, M, a = PARAMS["n_items"], PARAMS["sample_size"], PARAMS["n_users"], PARAMS["beta_shapes"][0]
+    # regenerate the users independently: inverse of the closed-form CDF (K/N)^a
+    u = np.random.default_rng(results["user_seed"]).random(M)
+    cdf = (np.arange(1, N + 1) / N) ** a
+    R = np.searchsorted(cdf, u, side="right") + 1
+    p = stats.binom.cdf(9, n - 1, (R - 1) / (N - 1))  # Pr(r <= 10 | R), TORS Eq. 14-15
+    assert results["shr_mean_k10"] == pytest.approx(p.mean(), rel=1e-9)
+    assert results["shr_var_k10"] == pytest.approx(np.sum(p * (1 - p)) / M**2, rel=1e-8)
+    # Monte Carlo means within 4 standard errors of the exact means (2 x 50 cut-offs)
+    assert results["mc_max_abs_z"] < 4
+    assert results["realised_max_z"] < 5
+
+
+def test_hoeffding(results):
+    M, t = PARAMS["hoeffding_users"], PARAMS["hoeffding_t"]
+    bound = 2 * np.exp(-2 * M * t**2)
+    assert results["hoeffding_bound"] == pytest.approx(bound, rel=1e-12)
+    assert results["hoeffding_bound_paper"] == 0.005
+    assert results["hoeffding_radius"] == pytest.approx(np.sqrt(np.log(2 / bound) / (2 * M)), rel=1e-12)
+    assert results["hoeffding_radius"] == pytest.approx(t, rel=1e-9)
+    # worst case p_u = 1/2: the number of hits is Binomial(M, 1/2)
+    s = np.arange(M + 1)
+    exact = stats.binom.pmf(s, M, 0.5)[np.abs(s / M - 0.5) >= t - 1e-12].sum()
+    assert results["exact_prob_worst_case"] == pytest.approx(exact, rel=1e-9)
+    assert results["exact_prob_worst_case"] < bound
+    assert results["exact_radius_worst_case"] < results["hoeffding_radius"]
+    for prob in results["exact_prob_synthetic"].values():
+        assert 0 <= prob <= results["exact_prob_worst_case"] + 1e-15
+    assert results["mc_largest_dev_synthetic"] < t
+
+
+def test_sampling_theorem_and_crossing(results):
+    assert results["dominance_violations"] == 0
+    assert results["min_sampled_gap"] > 0  # strict: Beta curves with different shapes never touch below K = n
+    assert results["max_increase_pK"] < 1e-12
+    assert results["empirical_sampled_dominance"] is True
+    N = PARAMS["n_items"]
+    K = np.arange(1, N + 1)
+    # the crossing pair in closed form
+    q = 0.05
+    top = 0.35 * (1 - (1 - q) ** K) / (1 - (1 - q) ** N) + 0.65 * K / N
+    steady = 1 - (1 - K / N) ** 20
+    d = np.sign(top - steady)
+    idx = np.flatnonzero(d != 0)
+    cross = idx[1:][d[idx][1:] != d[idx][:-1]] + 1
+    assert results["global_crossings"] == cross.tolist()
+    # E[sampled Recall@1] = sum_R P(R) (1 - theta_R)^(n - 1): first n where the winner changes
+    pmf_top, pmf_steady = np.diff(np.r_[0, top]), np.diff(np.r_[0, steady])
+    theta = (K - 1) / (N - 1)
+    ns = PARAMS["crossing_sample_sizes"]
+    diff = [np.sum((pmf_top - pmf_steady) * (1 - theta) ** (n - 1)) for n in ns]
+    flips = [n for n, x in zip(ns, diff) if np.sign(x) != np.sign(diff[0])]
+    assert results["flip_n"]["1"] == (flips[0] if flips else None)
+    assert results["flip_n"]["1"] is not None
