@@ -313,26 +313,3 @@ def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
 
-
-# ----------------------------------------------------------------------------- per-user pools
-def test_pool_sampling_whole_pool_gives_pool_rank():
-    # drawing every other item of the pool (n = N_u) puts the target exactly at its pool rank
-    from itemsampling.mapping import sample_ranks_from_pool
-    R = np.array([1, 3, 7, 10])
-    np.testing.assert_array_equal(sample_ranks_from_pool(R, [10, 10, 10, 10], 10, rng=0), R)
-
-
-def test_pool_sampling_matches_hypergeometric_kernel():
-    # same pool for everybody: mean of r equals the exact kernel mean, within 4 standard errors
-    from itemsampling.mapping import sample_ranks_from_pool
-    N, n, M = 300, 20, 40000
-    R = np.full(M, 57)
-    r = sample_ranks_from_pool(R, np.full(M, N), n, rng=1)
-    p = kernel(N, n, False, [57])[0]
-    mean = p @ np.arange(1, n + 1)
-    sd = math.sqrt(p @ np.arange(1, n + 1) ** 2 - mean**2)
-    assert abs(r.mean() - mean) < 4 * sd / math.sqrt(M)
-    with pytest.raises(ValueError, match="pool_sizes must be >= sample_size"):
-        sample_ranks_from_pool([1, 2], [30, 5], 10)
-    with pytest.raises(ValueError, match="pool_ranks must lie in 1..pool_sizes"):
-        sample_ranks_from_pool([1, 40], [30, 30], 10)

@@ -49,7 +49,6 @@ __all__ = [
     "round_position",
     "alignment_errors",
     "winner_agreement",
-    "sample_ranks_from_pool",
 ]
 
 MAPPING_KINDS = ("linear", "bound", "beta")
@@ -403,30 +402,3 @@ def winner_agreement(global_ranks_by_model: dict, n_items: int, sample_size: int
     out["_global_winner"] = {name: {int(k): names[w[i]] for i, k in enumerate(ks)} for name, w in winners.items()}
     return out
 
-
-def sample_ranks_from_pool(pool_ranks, pool_sizes, sample_size: int, rng=None) -> np.ndarray:
-    r"""Sampled ranks when each user's decoys come only from that user's own candidate pool
-    (Li et al. 2020 Sec. 5, "actual": decoys drawn without replacement from the items the user has
-    not interacted with).
-
-    User :math:`u` has a pool of :math:`N_u` items (the target plus its unseen items) and the target
-    sits at rank :math:`R_u` within it, so of the :math:`N_u - 1` candidate decoys exactly
-    :math:`R_u - 1` outrank it and :math:`r_u - 1 \sim \mathrm{Hypergeometric}(N_u-1, R_u-1, n-1)`
-    -- the kernel of :mod:`itemsampling.kernel` with a per-user population. Vectorised over users.
-
-    Parameters
-    ----------
-    pool_ranks : 1-based ranks :math:`R_u` within each user's pool.
-    pool_sizes : :math:`N_u \ge n`, aligned with ``pool_ranks``.
-    """
-    sample_size = check_int(sample_size, "sample_size", low=2)
-    R = check_ranks(pool_ranks, "pool_ranks")
-    Nu = check_ranks(pool_sizes, "pool_sizes")
-    if Nu.shape != R.shape:
-        raise ValueError(f"pool_sizes must align with pool_ranks ({R.size}), got {Nu.size}")
-    if np.any(R > Nu):
-        raise ValueError("pool_ranks must lie in 1..pool_sizes for every user")
-    if np.any(Nu < sample_size):
-        raise ValueError(f"pool_sizes must be >= sample_size={sample_size} for every user, got {Nu.min()}")
-    gen = as_rng(rng)
-    return gen.hypergeometric(R - 1, Nu - R, sample_size - 1).astype(np.int64) + 1
