@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["record", "recorded", "to_jsonable", "RESULTS_ENV"]
+__all__ = ["record", "recorded", "to_jsonable", "order_string", "RESULTS_ENV"]
 
 RESULTS_ENV = "ITEMSAMPLING_RESULTS"
 _RECORDED: dict = {}
@@ -84,3 +84,20 @@ def record(name: str, value):
 def recorded() -> dict:
     """All values recorded in this process so far."""
     return dict(_RECORDED)
+
+
+def order_string(values: dict, atol: float = 1e-9, higher_is_better: bool = True) -> str:
+    """The order of named values as ``"C > A = B"``: values within ``atol`` of the previous one are
+    joined with ``=`` so round-off never shows as a strict order."""
+    if not values:
+        raise ValueError("values must not be empty")
+    atol = float(atol)
+    if not np.isfinite(atol) or atol < 0:
+        raise ValueError(f"atol must be a finite number >= 0, got {atol}")
+    items = sorted(values.items(), key=lambda kv: kv[1], reverse=higher_is_better)
+    out = str(items[0][0])
+    for (_, prev), (name, val) in zip(items, items[1:]):
+        if not (np.isfinite(val) and np.isfinite(prev)):
+            raise ValueError(f"value for {name!r} is not finite")
+        out += (" = " if abs(val - prev) <= atol else " > " if higher_is_better else " < ") + str(name)
+    return out

@@ -5,7 +5,7 @@ uniformly from the :math:`N-1` other items and rank the target within the :math:
 items. Of the :math:`N-1` candidate decoys, exactly :math:`R-1` outrank the target, so the number
 of decoys ranked above it, :math:`r-1`, follows
 
-* **with replacement** (Krichene & Rendle 2020, Sec. 4.3 and Eq. 15; Li et al. 2020, Eq. 5;
+* **with replacement** (Krichene & Rendle 2020, Sec. 4.3 and Eq. 15; Li et al. 2020, Eq. 6;
   TORS Eq. 5):
 
   .. math:: r - 1 \sim \mathrm{Binomial}\bigl(n-1,\ \theta_R\bigr),\qquad \theta_R = \frac{R-1}{N-1};
@@ -130,8 +130,9 @@ def kernel_cdf(n_items: int, sample_size: int, replacement: bool = True, global_
     r""":math:`\Pr(r \le k \mid R)` for :math:`k = 1..n`, computed by cumulative log-sum-exp
     (Krichene & Rendle Eq. 18: the expected sampled Recall@k is this CDF)."""
     logk = log_kernel(n_items, sample_size, replacement, global_ranks)
-    out = np.exp(np.logaddexp.accumulate(logk, axis=1))
-    return np.minimum(out, 1.0)
+    out = np.minimum(np.exp(np.logaddexp.accumulate(logk, axis=1)), 1.0)
+    out[:, -1] = 1.0  # Pr(r <= n) = 1 exactly (round-off would leave 1 - 1e-14)
+    return out
 
 
 def log_normaliser_check(n_items: int, sample_size: int, replacement: bool = True) -> float:
