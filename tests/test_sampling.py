@@ -7,7 +7,7 @@ from scipy import stats
 
 from itemsampling.metrics import evaluate
 from itemsampling.sampling import (
-    expected_metric_given_rank, expected_sampled_metric, hoeffding_bound, sample_ranks,
+    expected_metric_given_rank, expected_sampled_metric, hoeffding_bound, one_decoy_line, sample_ranks,
     sampled_metric_moments, shr_moments,
 )
 
@@ -110,6 +110,9 @@ def test_one_decoy_limit_is_affine():
         np.testing.assert_allclose(slopes, slopes[0], atol=1e-13)
     e = expected_metric_given_rank(R, N, 2, "ap")
     assert np.diff(e)[0] == pytest.approx((0.5 - 1.0) / (N - 1))
+    for m, k in (("ap", None), ("ndcg", None), ("auc", None), ("recall", 1)):
+        slope, intercept = one_decoy_line(m, k, N)
+        np.testing.assert_allclose(expected_metric_given_rank(R, N, 2, m, k), slope * R + intercept, atol=1e-12)
     # Recall@k, k >= 2, is constant: useless
     np.testing.assert_allclose(expected_metric_given_rank(R, N, 2, "recall", k=2), 1.0)
 

@@ -21,6 +21,7 @@ __all__ = [
     "sampled_metric_moments",
     "shr_moments",
     "hoeffding_bound",
+    "one_decoy_line",
 ]
 
 
@@ -142,3 +143,20 @@ def hoeffding_bound(n_users: int, t: float) -> float:
     if not np.isfinite(t) or t <= 0:
         raise ValueError(f"t must be a positive finite number, got {t}")
     return float(min(1.0, 2.0 * np.exp(-2.0 * n_users * t * t)))
+
+
+def one_decoy_line(metric: str, k: int | None, n_items: int) -> tuple[float, float]:
+    r"""Slope and intercept of :math:`\mathbb E[F(r)\mid R]` in :math:`R` when :math:`n = 2`
+    (one decoy; Krichene & Rendle 2020, Sec. 4.4.4):
+
+    .. math::
+        \mathbb E[F(r)\mid R] = F(2) + \frac{N-R}{N-1}\bigl(F(1)-F(2)\bigr)
+        = \underbrace{-\frac{F(1)-F(2)}{N-1}}_{\text{slope}}\,R
+          + \underbrace{\frac{N F(1) - F(2)}{N-1}}_{\text{intercept}} .
+
+    The same for both kernels: with one decoy there is nothing to replace.
+    """
+    n_items = check_int(n_items, "n_items", low=2)
+    F = metric_function(metric, k, 2)
+    f1, f2 = (float(v) for v in F(np.array([1, 2])))
+    return -(f1 - f2) / (n_items - 1.0), (n_items * f1 - f2) / (n_items - 1.0)
