@@ -166,8 +166,8 @@ class SimulationConfig:
     n_items: int
     n_features: int = 50
     alpha: float = 0.1
-    beta: float = 1.0
-    zipf: float = 0.8
+    beta: float = 0.01
+    zipf: float = 0.4
     true_profile_mean: float = 1000.0
     min_profile: int = 20
     profile_median: float = 80.0
@@ -210,10 +210,10 @@ class Simulation:
 
 #: The embedded default datasets (calibration in ``data/README.md``).
 DATASETS: dict[str, SimulationConfig] = {
-    "sim-ml100k": SimulationConfig(n_users=943, n_items=1682, n_features=30, zipf=0.85,
-                                   true_profile_mean=600.0, profile_median=55.0, seed=100),
-    "sim-ml1m": SimulationConfig(n_users=6040, n_items=3706, n_features=50, zipf=0.8,
-                                 true_profile_mean=1000.0, profile_median=80.0, seed=1000),
+    "sim-ml100k": SimulationConfig(n_users=943, n_items=1682, n_features=50, beta=0.01, zipf=0.45,
+                                   true_profile_mean=1000.0, profile_median=58.0, seed=100),
+    "sim-ml1m": SimulationConfig(n_users=6040, n_items=3706, n_features=50, beta=0.01, zipf=0.4,
+                                 true_profile_mean=1000.0, profile_median=100.0, seed=1000),
 }
 
 
@@ -289,7 +289,10 @@ def _permute_within_groups(groups: np.ndarray, positions: np.ndarray, g: np.rand
 
 
 def _sim_cache_path(name: str, config: SimulationConfig) -> Path:
-    key = stable_hash({"v": CACHE_VERSION, **asdict(config)})
+    import inspect
+
+    code = stable_hash([inspect.getsource(simulate), inspect.getsource(_permute_within_groups)])
+    key = stable_hash({"v": CACHE_VERSION, "code": code, **asdict(config)})
     return cache_dir("datasets") / f"{name}-{key}.npz"
 
 
@@ -304,13 +307,15 @@ def load_simulation(name: str, progress: bool = False) -> Simulation:
     if z is None:
         sim = simulate(config)
         o, t = sim.observed, sim.truth
-        atomic_save_npz(path, user=o["user"].to_numpy(), item=o["item"].to_numpy(),
-                        timestamp=o["timestamp"].to_numpy(), truth_user=t["user"].to_numpy(),
-                        truth_item=t["item"].to_numpy())
+        i32 = np.int32  # ids fit in 32 bits (n_users * n_items <= 2e9): half the file size
+        atomic_save_npz(path, user=o["user"].to_numpy(i32), item=o["item"].to_numpy(i32),
+                        timestamp=o["timestamp"].to_numpy(), truth_user=t["user"].to_numpy(i32),
+                        truth_item=t["item"].to_numpy(i32))
         return sim
-    observed = pd.DataFrame({"user": z["user"], "item": z["item"], "rating": np.ones(z["user"].size),
-                             "timestamp": z["timestamp"]})
-    truth = pd.DataFrame({"user": z["truth_user"], "item": z["truth_item"]})
+    i64 = np.int64
+    observed = pd.DataFrame({"user": z["user"].astype(i64), "item": z["item"].astype(i64),
+                             "rating": np.ones(z["user"].size), "timestamp": z["timestamp"].astype(i64)})
+    truth = pd.DataFrame({"user": z["truth_user"].astype(i64), "item": z["truth_item"].astype(i64)})
     for df in (observed, truth):
         df.attrs["n_users"] = config.n_users
         df.attrs["n_items"] = config.n_items
@@ -501,11 +506,13 @@ _ML_FILES = {  # file name -> (separator, header, columns)
 
 def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str) -> list[np.ndarray]:
     """Parse a delimited text file strictly: every row must have ``n_cols`` fields of the given
-    kinds (``i`` integer, ``f`` float); the first bad row is reported with its line number."""
+    kinds (``i`` integer, ``f`` float). A fast pandas pass reads well-formed files; when it fails,
+    a line-by-line pass reports the first bad row with its line number."""
+    raw = path.read_bytes()
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        text = path.read_bytes().decode("latin-1")
+        text = raw.decode("latin-1")
     lines = text.splitlines()
     start = 1 if header else 0
     if header and not lines:
@@ -518,6 +525,9 @@ def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str) -> 
         last = body[-1].split(sep)
         if len(last) != n_cols or not all(last):
             raise ValueError(f"{path}: truncated last line {len(lines)}: {body[-1]!r}")
+    fast = _parse_fast(text, sep, start, n_cols, kinds)
+    if fast is not None:
+        return fast
     cols: list[list] = [[] for _ in range(n_cols)]
     for lineno, line in enumerate(body, start=start + 1):
         if not line.strip():
@@ -532,6 +542,38 @@ def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str) -> 
                 raise ValueError(f"{path}: line {lineno}, field {j + 1} is not "
                                  f"{'an integer' if kind == 'i' else 'a number'}: {f!r}") from None
     return [np.asarray(c, dtype=np.int64 if k == "i" else np.float64) for c, k in zip(cols, kinds)]
+
+
+def _parse_fast(text: str, sep: str, skip: int, n_cols: int, kinds: str) -> list[np.ndarray] | None:
+    """pandas' C parser on a well-formed file; ``None`` if anything looks wrong (then the strict
+    parser finds and reports the bad line)."""
+    if sep != "\t":
+        if "\t" in text:
+            return None
+        text = text.replace(sep, "\t")
+    try:
+        df = pd.read_csv(io.StringIO(text), sep="\t", header=None, skiprows=skip, engine="c",
+                         on_bad_lines="error", skip_blank_lines=True, dtype=str, na_filter=False)
+    except Exception:
+        return None
+    if df.shape[1] != n_cols or len(df) == 0:
+        return None
+    out = []
+    for j, kind in enumerate(kinds):
+        col = df.iloc[:, j]
+        try:
+            arr = pd.to_numeric(col, errors="raise").to_numpy()
+        except (ValueError, TypeError):
+            return None
+        if kind == "i":
+            if arr.dtype.kind not in "iu":
+                return None
+            out.append(arr.astype(np.int64))
+        else:
+            if not np.all(np.isfinite(arr.astype(np.float64))):
+                return None
+            out.append(arr.astype(np.float64))
+    return out
 
 
 def _find_movielens_file(path: Path) -> Path:
@@ -663,7 +705,7 @@ def fetch_movielens(release: str, dest="data/raw", progress: bool = True) -> Pat
     dest.mkdir(parents=True, exist_ok=True)
     archive = dest / f"{release}.zip"
     if not archive.exists() or hashlib.md5(archive.read_bytes()).hexdigest() != md5:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
         fd, tmp = tempfile.mkstemp(dir=dest, prefix=f".{release}.", suffix=".part")
         try:

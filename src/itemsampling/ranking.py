@@ -1,0 +1,178 @@
+r"""Global ranks :math:`R_u` of held-out items, and sampled ranks from explicit decoy draws.
+
+Convention (Krichene & Rendle 2020, Sec. 6.1; Li et al. 2020's "actual" setting): with
+``exclude_train=True`` a user's held-out item is ranked among the items **not in that user's
+training set**, a pool of :math:`N_u = N - |H_u \setminus \{t_u\}|` items (:math:`H_u` the user's
+training items, :math:`t_u` the target), so :math:`R_u \in 1..N_u`. With ``exclude_train=False``
+it is ranked among all :math:`N` items (the other :math:`N-1` compete), :math:`R_u \in 1..N`.
+Ties are broken uniformly at random (a random permutation of the tied items): with :math:`g`
+items scoring strictly higher and :math:`e` other items scoring equal,
+:math:`R_u = 1 + g + \mathrm{Uniform}\{0..e\}`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ._validation import as_rng, check_int
+from .models import Recommender
+
+__all__ = ["global_ranks", "pool_sizes", "sampled_ranks_explicit"]
+
+
+def _check_inputs(model, train, test):
+    if not isinstance(model, Recommender):
+        raise ValueError(f"model must be an itemsampling.models recommender, got {type(model).__name__}")
+    if not getattr(model, "fitted_", False):
+        raise ValueError(f"{type(model).__name__} is not fitted: call fit(train) before ranking")
+    for nm, df in (("train", train), ("test", test)):
+        if not isinstance(df, pd.DataFrame) or not {"user", "item"} <= set(df.columns):
+            raise ValueError(f"{nm} must be a DataFrame with columns user, item")
+        for c in ("user", "item"):
+            if len(df) and df[c].dtype.kind not in "iu":
+                raise ValueError(f"{nm}[{c!r}] must hold integer ids, got dtype {df[c].dtype}")
+    if len(test) == 0:
+        raise ValueError("test must not be empty")
+    N = model.n_items_
+    tu = test["user"].to_numpy(np.int64)
+    ti = test["item"].to_numpy(np.int64)
+    if ti.min() < 0 or ti.max() >= N:
+        raise ValueError(f"test items must lie in the model's catalog 0..{N - 1}")
+    if tu.min() < 0 or tu.max() >= model.n_users_:
+        raise ValueError(f"test users must lie in 0..{model.n_users_ - 1}")
+    return tu, ti, N
+
+
+def _train_csr(train, n_users, n_items):
+    from .models import interaction_matrix
+
+    return interaction_matrix(train, n_users, n_items)
+
+
+def pool_sizes(train: pd.DataFrame, test: pd.DataFrame, n_items: int, exclude_train: bool = True) -> np.ndarray:
+    r"""Size of each test row's candidate pool: :math:`N_u = N - |H_u \setminus \{t_u\}|` with
+    ``exclude_train`` (training items other than the target removed), else :math:`N`."""
+    n_items = check_int(n_items, "n_items", low=1)
+    tu = test["user"].to_numpy(np.int64)
+    ti = test["item"].to_numpy(np.int64)
+    if not exclude_train:
+        return np.full(tu.size, n_items, dtype=np.int64)
+    n_users = int(max(tu.max(), train["user"].max() if len(train) else 0)) + 1
+    X = _train_csr(train, n_users, n_items)
+    h = np.diff(X.indptr)[tu]
+    target_in_train = np.asarray(X[tu, ti]).ravel() > 0
+    return (n_items - h + target_in_train).astype(np.int64)
+
+
+def global_ranks(model, train: pd.DataFrame, test: pd.DataFrame, exclude_train: bool = True, rng=None,
+                 batch_size: int = 1024, return_pool: bool = False):
+    r"""1-based rank :math:`R` of each held-out item (one per row of ``test``, aligned with its
+    rows) under ``model``'s scores.
+
+    Parameters
+    ----------
+    model : a fitted :mod:`itemsampling.models` recommender.
+    train, test : DataFrames with ``user, item``; ``test`` may hold several rows per user.
+    exclude_train : rank among the items outside the user's training set (the usual pool; the
+        target itself stays even if it also appears in train), else among all ``N`` items.
+    rng : seed or Generator for the random tie-breaking.
+    batch_size : users scored at once (memory is ``batch_size x N`` floats).
+    return_pool : also return the pool sizes :math:`N_u` (see :func:`pool_sizes`).
+
+    Returns
+    -------
+    ``int64`` array of ranks in ``1..N_u`` (and the pool sizes if ``return_pool``).
+
+    Raises ``ValueError`` if the model is not fitted, ids lie outside the catalog, a test user has
+    no training interactions, or the model returns non-finite scores.
+    """
+    tu, ti, N = _check_inputs(model, train, test)
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    gen = as_rng(rng)
+    X = _train_csr(train, model.n_users_, N)
+    prof = np.diff(X.indptr)
+    empty = np.unique(tu[prof[tu] == 0])
+    if empty.size:
+        raise ValueError(f"{empty.size} test user(s) have no training interactions (e.g. user "
+                         f"{empty[:5].tolist()}); drop them or use a split that keeps one in train")
+    ranks = np.empty(tu.size, dtype=np.int64)
+    pools = np.empty(tu.size, dtype=np.int64)
+    order = np.argsort(tu, kind="stable")
+    for s in range(0, order.size, batch_size):
+        rows = order[s:s + batch_size]
+        u, t = tu[rows], ti[rows]
+        uniq, inv = np.unique(u, return_inverse=True)
+        scores = model.score(uniq)[inv]  # (b, N)
+        if not np.all(np.isfinite(scores)):
+            raise ValueError(f"{type(model).__name__} returned non-finite scores")
+        target = scores[np.arange(rows.size), t]
+        greater = scores > target[:, None]
+        equal = scores == target[:, None]
+        if exclude_train:
+            sub = X[u]
+            r_idx = np.repeat(np.arange(rows.size), np.diff(sub.indptr))
+            c_idx = sub.indices
+            keep = c_idx != t[r_idx]  # the target stays in its own pool
+            greater[r_idx[keep], c_idx[keep]] = False
+            equal[r_idx[keep], c_idx[keep]] = False
+            pools[rows] = N - np.bincount(r_idx[keep], minlength=rows.size)
+        else:
+            pools[rows] = N
+        g = greater.sum(axis=1)
+        e = equal.sum(axis=1) - 1  # other items tied with the target
+        ranks[rows] = 1 + g + gen.integers(0, e + 1)
+    return (ranks, pools) if return_pool else ranks
+
+
+def sampled_ranks_explicit(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: int, rng=None,
+                           exclude_train: bool = True, replacement: bool = True,
+                           batch_size: int = 1024) -> np.ndarray:
+    r"""Sampled ranks :math:`r_u \in 1..n` from explicit decoy draws scored by the model: for each
+    test row, draw :math:`n-1` decoys uniformly from the user's pool (the items outside the
+    training set other than the target with ``exclude_train``, else the :math:`N-1` other items),
+    with or without replacement, score only those :math:`n` items with
+    ``model.score_items`` and rank the target among them (ties at random).
+
+    This is the procedure whose distribution the kernel :math:`P(r \mid R)` of
+    :mod:`itemsampling.kernel` describes, with :math:`N` replaced by the pool size :math:`N_u`
+    (with replacement: :math:`r-1 \sim \mathrm{Binomial}(n-1, (R_u-1)/(N_u-1))`)."""
+    tu, ti, N = _check_inputs(model, train, test)
+    gen = as_rng(rng)
+    X = _train_csr(train, model.n_users_, N)
+    pools = pool_sizes(train, test, N, exclude_train)
+    sample_size = check_int(sample_size, "sample_size", low=2)
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    if not replacement and sample_size > pools.min():
+        raise ValueError(f"sample_size must be <= the smallest pool ({pools.min()}) without replacement")
+    if pools.min() < 2:
+        raise ValueError("every test user needs at least one candidate decoy")
+    m = sample_size - 1
+    out = np.empty(tu.size, dtype=np.int64)
+    for s in range(0, tu.size, batch_size):
+        rows = np.arange(s, min(s + batch_size, tu.size))
+        b = rows.size
+        allowed = np.ones((b, N), dtype=bool)  # each row's pool of candidate decoys
+        if exclude_train:
+            sub = X[tu[rows]]
+            allowed[np.repeat(np.arange(b), np.diff(sub.indptr)), sub.indices] = False
+        allowed[np.arange(b), ti[rows]] = False
+        if replacement:
+            # the j-th allowed item of a row, j uniform: invert the row-wise cumulative count
+            size = allowed.sum(axis=1)
+            j = np.floor(gen.random((b, m)) * size[:, None]).astype(np.int64)
+            cs = np.cumsum(allowed, axis=1) + (np.arange(b) * (N + 1))[:, None]
+            flat = np.searchsorted(cs.ravel(), (j + 1 + (np.arange(b) * (N + 1))[:, None]).ravel())
+            decoys = (flat - np.repeat(np.arange(b) * N, m)).reshape(b, m)
+        else:
+            # uniform random keys; the m smallest keys among allowed items are a uniform draw
+            keys = gen.random((b, N))
+            keys[~allowed] = np.inf
+            decoys = np.argpartition(keys, m - 1, axis=1)[:, :m]
+        items = np.concatenate([ti[rows, None], decoys], axis=1)
+        scores = model.score_items(tu[rows], items)
+        target = scores[:, :1]
+        g = (scores[:, 1:] > target).sum(axis=1)
+        e = (scores[:, 1:] == target).sum(axis=1)
+        out[rows] = 1 + g + gen.integers(0, e + 1)
+    return out

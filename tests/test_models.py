@@ -1,0 +1,186 @@
+"""Tests of itemsampling.models against hand computations and direct solves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from itemsampling import models as M
+
+
+def _df(pairs, n_users=None, n_items=None):
+    df = pd.DataFrame(pairs, columns=["user", "item"]).astype("int64")
+    if n_users is not None:
+        df.attrs["n_users"] = n_users
+    if n_items is not None:
+        df.attrs["n_items"] = n_items
+    return df
+
+
+# a tiny dataset: 4 users, 4 items
+#   user 0: items 0, 1        user 1: items 0, 1, 2
+#   user 2: items 1, 2        user 3: items 2, 3
+TINY = _df([(0, 0), (0, 1), (1, 0), (1, 1), (1, 2), (2, 1), (2, 2), (3, 2), (3, 3)])
+X_TINY = np.array([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 0], [0, 0, 1, 1]], dtype=float)
+
+
+def test_interaction_matrix_and_gram():
+    X = M.interaction_matrix(pd.concat([TINY, TINY.iloc[:1]]), 4, 4)  # a duplicate counts once
+    assert np.array_equal(X.toarray(), X_TINY)
+    assert np.array_equal(M.gram(X), X_TINY.T @ X_TINY)
+
+
+def test_popular():
+    m = M.Popular().fit(TINY)
+    assert np.array_equal(m.score([0, 3]), np.array([[2, 3, 3, 1]] * 2, dtype=float))
+    assert np.array_equal(m.score_items([1], np.array([[3, 0]])), [[1, 2]])
+
+
+def test_itemknn_hand_computation():
+    # co-occurrence: |U_0|=2, |U_1|=3, |U_2|=3, |U_3|=1; |U_0∩U_1|=2, |U_0∩U_2|=1, |U_1∩U_2|=2,
+    # |U_2∩U_3|=1, others 0. Cosine s_ij = co / sqrt(c_i c_j), diagonal 0.
+    s01, s02, s12, s23 = 2 / np.sqrt(6), 1 / np.sqrt(6), 2 / 3, 1 / np.sqrt(3)
+    S = np.array([[0, s01, s02, 0], [s01, 0, s12, 0], [s02, s12, 0, s23], [0, 0, s23, 0]])
+    for q in (1.0, 3.0):
+        Sq = S**q
+        m = M.ItemKNN(q=q).fit(TINY)
+        # Eq. 30: y(u, i) = sum_{j in H_u} s''_ij / sum_j s''_ij; the row normalisation cancels
+        expect = (X_TINY @ Sq.T) / Sq.sum(axis=1)[None, :]
+        assert np.allclose(m.score(np.arange(4)), expect)
+        # user 3 (items 2, 3), item 0: (s02^q) / (s01^q + s02^q)
+        assert m.score([3])[0, 0] == pytest.approx(s02**q / (s01**q + s02**q))
+        # Eq. 29: rows of s'' have unit L2 norm
+        assert np.allclose(np.linalg.norm(m.similarity_, axis=1), 1.0)
+        assert np.allclose(m.score_items([3, 0], np.array([[0, 1], [3, 2]])),
+                           expect[[3, 0]][np.arange(2)[:, None], [[0, 1], [3, 2]]])
+
+
+def test_itemknn_neighbourhoods():
+    # k' = 1: each row i keeps only its most similar item j (Eq. 28, delta(j in N_k'(i)))
+    m = M.ItemKNN(q=1.0, k_prime=1).fit(TINY)
+    s01, s12, s23 = 2 / np.sqrt(6), 2 / 3, 1 / np.sqrt(3)
+    kept = m.similarity_ > 0
+    assert kept.sum(axis=1).tolist() == [1, 1, 1, 1]
+    assert np.argmax(m.similarity_, axis=1).tolist() == [1, 0, 1, 2]  # s01 > s12 for item 1
+    assert s01 > s12 > s23
+    # with one neighbour, y(u, i) = 1 if the neighbour is in H_u else 0
+    # neighbours: 0->1, 1->0, 2->1, 3->2; H_0={0,1}, H_1={0,1,2}, H_2={1,2}, H_3={2,3}
+    expect = np.array([[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 1, 1], [0, 0, 0, 1]], dtype=float)
+    assert np.array_equal(m.score(np.arange(4)), expect)
+    # k = 1 (column neighbourhoods): s'_ij kept iff i is j's nearest item; ties to the lower id
+    mk = M.ItemKNN(q=1.0, k=1).fit(TINY)
+    assert (mk.similarity_ > 0).sum(axis=0).tolist() == [1, 1, 1, 1]
+
+
+def test_ease_matches_direct_solve():
+    rng = np.random.default_rng(0)
+    X = (rng.random((30, 8)) < 0.35).astype(float)
+    X[0, :] = 1  # every item used
+    u, i = np.nonzero(X)
+    df = _df(list(zip(u, i)))
+    lam = 3.0
+    m = M.EASE(lam=lam).fit(df)
+    # Steck 2019: minimise ||X - XB||^2 + lam ||B||^2 subject to diag(B) = 0, column by column:
+    # for column j, B_{-j, j} = (X_{-j}^T X_{-j} + lam I)^{-1} X_{-j}^T X_j
+    n = X.shape[1]
+    B = np.zeros((n, n))
+    for j in range(n):
+        o = np.delete(np.arange(n), j)
+        A = X[:, o].T @ X[:, o] + lam * np.eye(n - 1)
+        B[o, j] = np.linalg.solve(A, X[:, o].T @ X[:, j])
+    assert np.allclose(m.B_, B, atol=1e-10)
+    assert np.allclose(m.score(np.arange(30)), X @ B)
+    assert np.allclose(m.score_items([2], np.array([[5, 1]])), (X @ B)[2, [5, 1]])
+
+
+def test_als_solves_the_krichene_rendle_objective():
+    """With exact (Cholesky) solves, the item factors after the last half-step satisfy the
+    normal equations of Hu et al.'s loss with c = 1 + 1/alpha and lambda_Hu = lam (1+alpha)/alpha,
+    and so the stationarity condition of Krichene & Rendle's loss (Sec. 9) after rescaling."""
+    rng = np.random.default_rng(1)
+    X = (rng.random((40, 15)) < 0.3).astype(float)
+    X[:, 0] = 1
+    u, i = np.nonzero(X)
+    m = M.ALS(factors=3, lam=2.0, alpha=0.5, iterations=5, rng=0, use_cg=False).fit(_df(list(zip(u, i))))
+    assert m.confidence == pytest.approx(3.0) and m.hu_regularization == pytest.approx(6.0)
+    W, H = m.user_factors_, m.item_factors_
+    # K&R loss: sum_{H} (y - 1)^2 + alpha sum_all y^2 + lam (|W|^2 + |H|^2), y = W H^T, after
+    # rescaling the factors by sqrt(p), p = 1/(1+alpha): gradient wrt H must vanish
+    p = 1.0 / (1.0 + 0.5)
+    Wk, Hk = W * np.sqrt(p), H * np.sqrt(p)
+    Y = Wk @ Hk.T
+    grad = 2 * ((Y - 1) * X).T @ Wk + 2 * 0.5 * Y.T @ Wk + 2 * 2.0 * Hk
+    assert np.abs(grad).max() < 1e-6 * max(1.0, np.abs(Hk).max())
+    # scores rank like the factor product
+    assert np.allclose(m.score([0, 1]), W[[0, 1]] @ H.T)
+
+
+def test_als_cg_close_to_exact():
+    rng = np.random.default_rng(2)
+    X = (rng.random((60, 20)) < 0.3).astype(float)
+    u, i = np.nonzero(X)
+    df = _df(list(zip(u, i)), 60, 20)
+    a = M.ALS(factors=4, iterations=30, rng=0, use_cg=False).fit(df).score(np.arange(60))
+    b = M.ALS(factors=4, iterations=30, rng=0, use_cg=True).fit(df).score(np.arange(60))
+    # same objective: the predictions agree closely
+    assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > 0.99
+
+
+def test_userknn_hand_computation():
+    m = M.UserKNN(k=1).fit(TINY)
+    # cosine between users: u0={0,1}, u1={0,1,2}, u2={1,2}, u3={2,3}
+    # u0's nearest: u1 (2/sqrt(6)); u3's nearest: u1 and u2 tie at 1/sqrt(6) vs 1/2 -> u2 (1/2)
+    sc = m.score([0, 3])
+    assert np.allclose(sc[0], 2 / np.sqrt(6) * X_TINY[1])
+    assert np.allclose(sc[1], 0.5 * X_TINY[2])
+    m2 = M.UserKNN(k=3).fit(TINY)
+    cos = (X_TINY @ X_TINY.T) / np.sqrt(X_TINY.sum(1)[:, None] * X_TINY.sum(1)[None, :])
+    np.fill_diagonal(cos, 0)
+    assert np.allclose(m2.score(np.arange(4)), cos @ X_TINY)
+    assert np.allclose(m2.score_items([1, 2], np.array([[0, 3], [2, 2]])),
+                       (cos @ X_TINY)[[1, 2]][np.arange(2)[:, None], [[0, 3], [2, 2]]])
+
+
+def test_oracle_and_random():
+    truth = _df([(0, 3), (0, 1), (1, 2)])
+    m = M.Oracle(truth).fit(TINY)
+    assert np.array_equal(m.score([0, 1]), [[0, 1, 0, 1], [0, 0, 1, 0]])
+    r = M.Random(rng=0).fit(TINY)
+    s = r.score(np.arange(4))
+    assert s.shape == (4, 4) and np.all((0 <= s) & (s < 1))
+    assert np.array_equal(M.Random(rng=5).fit(TINY).score([0]), M.Random(rng=5).fit(TINY).score([0]))
+
+
+def test_catalog_size_from_attrs():
+    m = M.Popular().fit(_df([(0, 0), (1, 1)], n_users=3, n_items=10))
+    assert m.score([2]).shape == (1, 10)
+    assert M.Popular().fit(TINY, n_items=7).score([0]).shape == (1, 7)
+
+
+@pytest.mark.parametrize("model", [M.Popular(), M.ItemKNN(), M.UserKNN(), M.EASE(), M.ALS(), M.Random(0)])
+def test_score_before_fit(model):
+    with pytest.raises(ValueError, match="not fitted"):
+        model.score([0])
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="q must be"):
+        M.ItemKNN(q=0)
+    with pytest.raises(ValueError, match="k_prime"):
+        M.ItemKNN(k_prime=0)
+    with pytest.raises(ValueError, match="lam"):
+        M.EASE(lam=-1)
+    with pytest.raises(ValueError, match="factors"):
+        M.ALS(factors=0)
+    with pytest.raises(ValueError, match="train must not be empty"):
+        M.Popular().fit(TINY.iloc[:0])
+    with pytest.raises(ValueError, match="integer ids"):
+        M.Popular().fit(pd.DataFrame({"user": [0.5], "item": [1]}))
+    m = M.Popular().fit(TINY)
+    with pytest.raises(ValueError, match="users must lie in"):
+        m.score([4])
+    with pytest.raises(ValueError, match="items must lie in"):
+        m.score_items([0], np.array([[4]]))
+    with pytest.raises(ValueError, match="truth"):
+        M.Oracle([(0, 1)])

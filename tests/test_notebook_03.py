@@ -1,0 +1,116 @@
+"""Chapter 3 through the runner at small parameters (sim-ml100k); recorded numbers checked against
+independent computations."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from itemsampling import experiments as E
+from itemsampling.data import dataset_summary, load_dataset
+from itemsampling.metrics import evaluate
+from itemsampling.run import run_notebook
+from itemsampling.sampling import sampled_metric_moments
+
+NB = Path(__file__).resolve().parents[1] / "notebooks" / "03-models-and-rank-distributions.md"
+DS = "sim-ml100k"
+REPEATS = 20
+MODELS = ["X", "Y", "Z"]
+LABELS = {"Recall@10": ("recall", 10), "NDCG@10": ("ndcg", 10), "AP@10": ("ap", 10), "AUC": ("auc", None)}
+
+pytestmark = pytest.mark.notebook
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ch03")
+    params = {"dataset": DS, "n_repeats": REPEATS, "curve_models": ["X", "Y", "Z", "popular"],
+              "cost_models": ["X", "Z"], "seed": 0}
+    return run_notebook(NB, params, out, progress=False)["results"]
+
+
+@pytest.fixture(scope="module")
+def ranks():
+    return E.load_global_ranks(DS, ["X", "Y", "Z", "popular"], rng=0, progress=False)
+
+
+def test_parameters_and_data(results):
+    assert results["dataset"] == DS and results["n_repeats"] == REPEATS and results["sample_size"] == 101
+    s = dataset_summary(load_dataset(DS))
+    assert results["data_summary"]["interactions"] == s["interactions"]
+    assert results["data_summary"]["gini"] == pytest.approx(s["gini"])
+    assert results["n_items"] == 1682 and results["n_users"] == 943
+
+
+def test_rank_profiles(results, ranks):
+    for m in MODELS:
+        R, P = ranks[m], ranks.pool_sizes
+        prof = results["rank_profile"][m]
+        assert prof["top 10"] == int(np.sum(R <= 10))
+        assert prof["top 100"] == int(np.sum(R <= 100))
+        assert prof["bottom half of the pool"] == int(np.sum(R > P / 2))
+        assert results["recall10_full"][m] == pytest.approx(np.mean(R <= 10))
+
+
+def _expected_sampled(R, P, metric, k, n=101):
+    """Exact E[T^S] with per-user pools, sampling without replacement (the chapter's setting)."""
+    total = 0.0
+    sq = 0.0
+    for N_u in np.unique(P):
+        sel = P == N_u
+        mean, sd = sampled_metric_moments(R[sel], int(N_u), n, metric, k, replacement=False)
+        total += mean * sel.sum()
+        sq += (sd * sel.sum()) ** 2  # Var of the group mean times its size squared
+    return total / R.size, np.sqrt(sq) / R.size
+
+
+def test_table3_against_the_kernel(results, ranks):
+    t3 = results["table3"]
+    for m in MODELS:
+        for label, (metric, k) in LABELS.items():
+            row = t3[f"{m}|{label}"]
+            R, P = ranks[m], ranks.pool_sizes
+            if metric == "auc":
+                exact = np.mean((P - R) / (P - 1))
+            else:
+                exact = evaluate(R, metric, k, ranks.n_items)
+            assert row["ours exact"] == pytest.approx(100 * exact)
+            mean, sd = _expected_sampled(R, P, metric, k)
+            assert row["ours E[sampled]"] == pytest.approx(100 * mean, rel=1e-9)
+            # Monte Carlo mean within 4 standard errors; std within 50% of the exact one
+            assert abs(row["ours sampled"] - 100 * mean) < 4 * 100 * sd / np.sqrt(REPEATS) + 1e-9
+            assert row["ours std"] == pytest.approx(100 * sd, rel=0.5)
+            if metric == "recall":  # sampling inflates top-heavy metrics
+                assert row["ours sampled"] > 3 * row["ours exact"]
+
+
+def test_table4_consistent_with_expectations(results, ranks):
+    """Where the expected sampled metrics of a pair differ by many standard deviations, the sampled
+    order is the same in (almost) every repeat: 0% or 100% correct according to whether the
+    expected order agrees with the exact one."""
+    t4 = results["table4"]
+    P = ranks.pool_sizes
+    for a, b in (("X", "Y"), ("X", "Z"), ("Y", "Z")):
+        for label, (metric, k) in LABELS.items():
+            ma, sa = _expected_sampled(ranks[a], P, metric, k)
+            mb, sb = _expected_sampled(ranks[b], P, metric, k)
+            if metric == "auc":
+                ea, eb = np.mean((P - ranks[a]) / (P - 1)), np.mean((P - ranks[b]) / (P - 1))
+            else:
+                ea, eb = evaluate(ranks[a], metric, k), evaluate(ranks[b], metric, k)
+            got = t4[f"{a} vs {b}|{label}"]
+            if abs(ma - mb) > 6 * np.hypot(sa, sb):
+                assert got == (100.0 if np.sign(ma - mb) == np.sign(ea - eb) else 0.0)
+            assert 0 <= got <= 100
+    # AUC is consistent: every pair right in every repeat
+    assert all(t4[f"{p}|AUC"] == 100.0 for p in ("X vs Y", "X vs Z", "Y vs Z"))
+
+
+def test_cost_and_explicit_sampling(results):
+    cost = results["cost"]
+    assert set(cost) == {"X", "Z"}
+    for m, c in cost.items():
+        assert c["fit (s)"] > 0 and c["full ranking (s)"] > 0 and c["sampled ranking (s)"] > 0
+    # one explicit-decoy draw agrees with the kernel Monte Carlo mean (z-score of one draw)
+    assert results["explicit_vs_kernel_max_abs_z"] < 4.5
+    assert -1 <= results["curve_kendall_tau_min"] <= 1
