@@ -24,6 +24,7 @@ from .._validation import check_int, check_ranks, check_sizes
 from ..metrics import canonical_metric, metric_function
 from .corrected import (
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
+    corrected_moments, expected_corrected_given_rank, mse_decomposition,
 )
 
 __all__ = [
@@ -31,6 +32,9 @@ __all__ = [
     "corrected_metric",
     "corrected_metrics",
     "corrected_estimate",
+    "corrected_moments",
+    "expected_corrected_given_rank",
+    "mse_decomposition",
     "estimate_metric",
     "estimate_metrics",
     "estimate_rank_distribution",
@@ -39,10 +43,11 @@ __all__ = [
 
 #: Methods accepted by :func:`estimate_metric`.
 METHODS = ("sampled", "rank_estimate", "cls", "bv", "mn", "mn_weighted", "mle", "wmle", "mes",
-           "bv_mle", "bv_mes", "mn_mle", "mn_mes")
+           "bv_mle", "bv_mes", "mn_mle", "mn_mes", "mnw_mle", "mnw_mes")
 
 _DISTRIBUTION_METHODS = ("mle", "wmle", "mes")
 _CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement"}
+_DIST_ONLY = {"mes": ("eta", "eta_scaling"), "wmle": ("C", "weight"), "mle": ()}
 
 
 def estimate_rank_distribution(sampled_ranks, n_items, sample_size, method, **params):
@@ -75,15 +80,21 @@ def _split(params: dict):
     return corr, dist
 
 
-def _estimate(r, N, n, metric, ks, method, params, prior_cache):
-    """Core of :func:`estimate_metric` on validated input; ``ks`` is a list. Returns an array."""
+def _apply(r, Fh, n_metrics, n_ks):
+    """Estimates from corrected vectors ``Fh`` of shape (n, n_metrics, n_ks): (n_metrics, n_ks)."""
+    n = Fh.shape[0]
+    return np.asarray(corrected_estimate(r, Fh.reshape(n, -1))).reshape(n_metrics, n_ks)
+
+
+def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
+    """Core of :func:`estimate_metric` on validated input: an array (len(metrics), len(ks))."""
     corr, dist = _split(params)
     replacement = corr.get("replacement", True)
     if method == "sampled":
         unused = set(params) - {"replacement"}
         if unused:
             raise ValueError(f"method 'sampled' takes no parameters, got {sorted(unused)}")
-        return np.array([float(np.mean(metric_function(metric, k, n)(r))) for k in ks])
+        return np.array([[float(np.mean(metric_function(m, k, n)(r))) for k in ks] for m in metrics])
 
     if method in CORRECTION_METHODS:
         if dist:
@@ -91,8 +102,8 @@ def _estimate(r, N, n, metric, ks, method, params, prior_cache):
         kw = dict(corr)
         if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
             kw["n_users"] = r.size
-        Fh = corrected_metrics(metric, ks, N, n, method, **kw)
-        return np.atleast_1d(corrected_estimate(r, Fh))
+        Fh = corrected_metrics(list(metrics), ks, N, n, method, **kw)
+        return _apply(r, Fh, len(metrics), len(ks))
 
     base = method.split("_")[-1]  # mle / wmle / mes
     if base not in _DISTRIBUTION_METHODS:
@@ -111,15 +122,21 @@ def _estimate(r, N, n, metric, ks, method, params, prior_cache):
     if method == base:  # plain mle / wmle / mes
         if "gamma" in corr or "prior" in corr or "n_users" in corr:
             raise ValueError(f"gamma, prior and n_users are not used by method {method!r}")
-        return np.atleast_1d(metric_from_distribution(P, metric, ks))
+        return np.array([np.atleast_1d(metric_from_distribution(P, m, ks)) for m in metrics])
     if "prior" in corr:
         raise ValueError(f"method {method!r} estimates its own prior; do not pass prior")
     head = method[: -len(base) - 1]
-    if head == "bv":
-        if "n_users" in corr:
-            raise ValueError("n_users is not used by BV")
-        Fh = corrected_metrics(metric, ks, N, n, "bv", prior=P, gamma=corr.get("gamma"), replacement=replacement,
-                               _unidentified="nan")
+    if head in ("bv", "mnw"):
+        if head == "bv":
+            if "n_users" in corr:
+                raise ValueError("n_users is not used by BV")
+            kw = {"gamma": corr.get("gamma")}
+        else:
+            if "gamma" in corr:
+                raise ValueError("gamma is not used by MN")
+            kw = {"n_users": corr.get("n_users", r.size)}
+        Fh = corrected_metrics(list(metrics), ks, N, n, "bv" if head == "bv" else "mn_weighted", prior=P,
+                               replacement=replacement, _unidentified="nan", **kw)
         observed = np.unique(r) - 1
         if np.any(np.isnan(Fh[observed])):
             raise ValueError(f"the {base.upper()} prior gives an observed sampled rank zero probability; "
@@ -128,11 +145,11 @@ def _estimate(r, N, n, metric, ks, method, params, prior_cache):
     elif head == "mn":
         if "gamma" in corr:
             raise ValueError("gamma is not used by MN")
-        Fh = corrected_metrics(metric, ks, N, n, "mn", prior=P, n_users=corr.get("n_users", r.size),
+        Fh = corrected_metrics(list(metrics), ks, N, n, "mn", prior=P, n_users=corr.get("n_users", r.size),
                                replacement=replacement)
     else:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    return np.atleast_1d(corrected_estimate(r, Fh))
+    return _apply(r, Fh, len(metrics), len(ks))
 
 
 def _prepare(sampled_ranks, n_items, sample_size, params):
@@ -176,7 +193,9 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
         ``n_users`` = number of sampled ranks unless given); rank distributions ``"mle"``,
         ``"wmle"``, ``"mes"`` (:math:`\sum_R \widehat P(R)F(R)`); and ``"bv_mle"``, ``"bv_mes"``
         (BV with ``gamma`` and prior :math:`\widehat P` from MLE / MES on the same ranks),
-        ``"mn_mle"``, ``"mn_mes"`` (MN with that prior and :math:`M` = ``len(sampled_ranks)``).
+        ``"mn_mle"``, ``"mn_mes"`` (MN with that prior and :math:`M` = ``len(sampled_ranks)``);
+        ``"mnw_mle"``, ``"mnw_mes"`` the same with the exactly-weighted MN variant
+        (``"mn_weighted"`` in :func:`corrected_metric`, i.e. BV with :math:`\gamma = 1/M`).
     **params
         ``gamma``, ``prior``, ``n_users``, ``replacement`` go to the corrected metric; every other
         parameter (e.g. ``eta`` for MES, ``C`` / weighting for WMLE, solver tolerances) goes to
@@ -191,7 +210,7 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     seq, ks = _ks(k)
-    out = _estimate(r, N, n, metric, ks, method, params, {})
+    out = _estimate(r, N, n, [metric], ks, method, params, {})[0]
     return out if seq else float(out[0])
 
 
@@ -200,8 +219,11 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, *
 
     Returns ``{method: {metric: estimate}}`` where each estimate is as :func:`estimate_metric`
     returns it for ``k``. The rank distributions (MLE, MES, WMLE) are learnt once and shared by
-    every metric and by the BV_* / MN_* combinations. ``params`` are shared by all methods
-    (``gamma`` is only passed to methods that use it).
+    every metric and by the BV_* / MN_* combinations, and BV / MN solve one system for all metrics
+    and cut-offs. ``params`` go to the methods that use them: ``gamma`` to the BV methods,
+    ``eta`` / ``eta_scaling`` to the MES-based ones, ``C`` / ``weight`` to the WMLE-based ones;
+    options for one rank-distribution method only can be given as a dict, e.g.
+    ``mle={"solver": "em"}``, ``mes={"solver": "cvxpy"}``.
     """
     r, N, n = _prepare(sampled_ranks, n_items, sample_size, params)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
@@ -224,10 +246,17 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, *
             p = {k2: v for k2, v in p.items() if k2 == "replacement"}
         elif meth in CORRECTION_METHODS:
             p = {k2: v for k2, v in p.items() if k2 in _CORRECTION_PARAMS}
-        elif meth in _DISTRIBUTION_METHODS or meth.startswith(("bv_", "mn_")):
+        else:  # mle / wmle / mes and the combinations: route the rank-distribution options
+            base = meth.split("_")[-1]
             p.pop("prior", None)
-        out[meth] = {}
-        for m in metrics:
-            est = _estimate(r, N, n, m, ks, meth, p, cache)
-            out[meth][m] = est if seq else float(est[0])
+            for key in _DIST_ONLY:
+                if key != base:
+                    for opt in _DIST_ONLY[key]:
+                        p.pop(opt, None)
+            for key in _DISTRIBUTION_METHODS:
+                own = p.pop(key, None)
+                if key == base and own:
+                    p.update(own)
+        est = _estimate(r, N, n, metrics, ks, meth, p, cache)
+        out[meth] = {m: (est[i] if seq else float(est[i, 0])) for i, m in enumerate(metrics)}
     return out

@@ -67,6 +67,7 @@ into noise. BV with :math:`\gamma = 0` is a least-squares problem and is solved 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 
@@ -75,7 +76,7 @@ from scipy import linalg
 from scipy.linalg import lapack
 from scipy.optimize import lsq_linear
 
-from .._validation import check_int, check_probability_vector, check_sizes
+from .._validation import check_int, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel, kernel_cdf
 from ..metrics import canonical_metric, metric_function
 
@@ -84,6 +85,9 @@ __all__ = [
     "corrected_metric",
     "corrected_metrics",
     "corrected_estimate",
+    "corrected_moments",
+    "expected_corrected_given_rank",
+    "mse_decomposition",
     "check_gamma",
 ]
 
@@ -168,12 +172,32 @@ def _prior_free(n_items: int, sample_size: int, replacement: bool):
     return gram, colsum
 
 
+def _blas_threads(n_items: int, sample_size: int):
+    """Single-threaded BLAS for small problems: the banded products are many small matrix
+    products, for which thread start-up and contention with other processes cost more than the
+    arithmetic (measured 5-10x slower with two threads on a busy 2-core machine at N = 3,706,
+    n = 100). Large problems keep every thread."""
+    if n_items * sample_size * sample_size > 2e8:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl ships with the pinned environment
+        return contextlib.nullcontext()
+    return threadpool_limits(1, "blas")
+
+
 def _weighted_products(n_items, sample_size, replacement, weights, Fmat):
     r"""Return :math:`K^\top W K`, :math:`K^\top W F` (or ``None``) and :math:`K^\top w` for
     ``W = diag(weights)``, from the banded kernel, skipping blocks of zero weight."""
+    with _blas_threads(n_items, sample_size):
+        return _weighted_products_impl(n_items, sample_size, replacement, weights, Fmat)
+
+
+def _weighted_products_impl(n_items, sample_size, replacement, weights, Fmat):
     n = sample_size
     gram = np.zeros((n, n))
     rhs = None if Fmat is None else np.zeros((n, Fmat.shape[1]))
+    nonzero_F = None if Fmat is None else np.any(Fmat != 0, axis=1)  # top-K metrics: rows R <= K only
     c = np.zeros(n)
     for start, stop, lo, hi, B in _banded_kernel(n_items, n, replacement):
         w = weights[start:stop]
@@ -182,19 +206,77 @@ def _weighted_products(n_items, sample_size, replacement, weights, Fmat):
         Bw = B * w[:, None]
         gram[lo:hi, lo:hi] += B.T @ Bw
         c[lo:hi] += Bw.sum(axis=0)
-        if rhs is not None:
+        if rhs is not None and np.any(nonzero_F[start:stop]):
             rhs[lo:hi] += Bw.T @ Fmat[start:stop]
     return 0.5 * (gram + gram.T), rhs, c
 
 
-def _rhs_only(n_items, sample_size, replacement, weights, Fmat):
-    r""":math:`K^\top W F`, over the blocks where ``weights * F`` is non-zero (few for top-K metrics)."""
-    rhs = np.zeros((sample_size, Fmat.shape[1]))
-    for start, stop, lo, hi, B in _banded_kernel(n_items, sample_size, replacement):
-        wF = weights[start:stop, None] * Fmat[start:stop]
-        if np.any(wF):
-            rhs[lo:hi] += B.T @ wF
-    return rhs
+class _Targets:
+    r"""The target metric vectors F(R), one per (metric, cut-off) pair, built lazily.
+
+    ``matrix()`` is the dense ``(N, J)`` array (needed by CLS and the gamma = 0 least squares);
+    ``kernel_rhs(weights)`` is :math:`K^\top W F` without forming it: a cut-off metric is
+    :math:`F_k(R) = g(R)\,\mathbb 1[R \le k]` with :math:`g` the untruncated metric, so
+    :math:`K^\top W F_k = \sum_{R \le k} w_R g(R) K_{R,\cdot}` is a running sum over global ranks,
+    read off at every requested cut-off in one pass (memory :math:`O(nJ)` however many cut-offs,
+    e.g. all K = 1..N for the BV rank-distribution baseline).
+    """
+
+    def __init__(self, names, ks, n_items):
+        self.names, self.ks, self.N = list(names), list(ks), n_items
+        self.pairs = [(name, k) for name in self.names for k in self.ks]
+        for name, k in self.pairs:  # validates k >= 1 (or None) and the metric / k combination
+            metric_function(name, None if k is None else check_int(k, "k", low=1), n_items)
+        self._matrix = None
+
+    def matrix(self) -> np.ndarray:
+        if self._matrix is None:
+            self._matrix = np.column_stack([_metric_matrix(name, self.ks, self.N)[0] for name in self.names])
+        return self._matrix
+
+    def kernel_rhs(self, n_items, sample_size, replacement, weights) -> np.ndarray:
+        R = np.arange(1, n_items + 1)
+        out = np.zeros((sample_size, len(self.pairs)))
+        blocks = _banded_kernel(n_items, sample_size, replacement)
+        dense_cols, cut_cols = [], {}
+        for j, (name, k) in enumerate(self.pairs):
+            if k is None or name == "auc":
+                dense_cols.append(j)
+            else:
+                cut_cols.setdefault(name, []).append((j, k))
+        with _blas_threads(n_items, sample_size):
+            if dense_cols:
+                F = np.column_stack([metric_function(*self.pairs[j], n_items)(R) for j in dense_cols])
+                for start, stop, lo, hi, B in blocks:
+                    wF = weights[start:stop, None] * F[start:stop]
+                    if np.any(wF):
+                        out[lo:hi, dense_cols] += B.T @ wF
+            for name, cols in cut_cols.items():
+                g = metric_function("recall" if name == "recall" else name, None, n_items)(R)
+                if name == "precision":
+                    g = np.ones(n_items)  # 1[R <= k] / k: divide by k below
+                wg = weights * g
+                order = sorted(cols, key=lambda jk: jk[1])
+                kmax = min(order[-1][1], n_items)
+                carry = np.zeros(sample_size)
+                pos = 0
+                for start, stop, lo, hi, B in blocks:
+                    if start >= kmax or pos == len(order):
+                        break
+                    Z = np.cumsum(B * wg[start:stop, None], axis=0)  # running sums within the block
+                    while pos < len(order) and min(order[pos][1], n_items) <= stop:
+                        j, k = order[pos]
+                        out[:, j] = carry
+                        out[lo:hi, j] += Z[min(k, n_items) - start - 1]
+                        pos += 1
+                    carry[lo:hi] += Z[-1]
+                while pos < len(order):  # cut-offs beyond the last block read (k >= N)
+                    out[:, order[pos][0]] = carry
+                    pos += 1
+                if name == "precision":
+                    for j, k in cols:
+                        out[:, j] /= k
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,31 +350,40 @@ def _rank_estimate(n_items, sample_size, Fmat_fn):
 # ---------------------------------------------------------------------------------------------
 # public API
 # ---------------------------------------------------------------------------------------------
-def corrected_metrics(metric: str, ks, n_items: int, sample_size: int, method: str, prior=None,
+def corrected_metrics(metric, ks, n_items: int, sample_size: int, method: str, prior=None,
                       n_users: int | None = None, gamma: float | None = None,
                       replacement: bool = True, _unidentified: str = "raise") -> np.ndarray:
-    r"""Corrected metric vectors for several cut-offs at once: an ``(n, len(ks))`` array whose
-    column ``j`` is :func:`corrected_metric` with ``k = ks[j]``.
+    r"""Corrected metric vectors for several cut-offs (and metrics) at once.
 
-    BV and MN share one factorisation of the :math:`n\times n` system across all cut-offs (only
-    the right-hand side :math:`K^\top D F` depends on the metric), so asking for K = 1..50 costs
-    about as much as one cut-off.
+    With one metric name, returns an ``(n, len(ks))`` array whose column ``j`` is
+    :func:`corrected_metric` with ``k = ks[j]``; with a sequence of metric names, an
+    ``(n, len(metric), len(ks))`` array. BV and MN build and factorise the :math:`n\times n` system
+    once for all metrics and cut-offs (only the right-hand side :math:`K^\top D F` depends on the
+    metric), so asking for K = 1..50 of three metrics costs about as much as one.
     """
-    name = canonical_metric(metric)
+    several = not isinstance(metric, str)
+    names = [canonical_metric(m) for m in (metric if several else [metric])]
+    if several and len(names) == 0:
+        raise ValueError("metric must not be an empty sequence")
     n_items, sample_size = check_sizes(n_items, sample_size)
     if method not in CORRECTION_METHODS:
         raise ValueError(f"method must be one of {CORRECTION_METHODS}, got {method!r}")
     ks = list(np.atleast_1d(np.asarray(ks, dtype=object))) if ks is not None else [None]
     if len(ks) == 0:
         raise ValueError("ks must not be empty")
-    Fmat, ks = _metric_matrix(name, ks, n_items)
-    replacement = bool(replacement)
+    targets = _Targets(names, ks, n_items)
+    out = _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, bool(replacement), _unidentified)
+    return out.reshape(sample_size, len(names), len(ks)) if several else out
 
+
+def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, replacement, _unidentified):
+    """Solve for every (metric, cut-off) pair of ``targets``."""
+    pairs = targets.pairs
     if method == "rank_estimate":
         for arg, val in (("prior", prior), ("gamma", gamma), ("n_users", n_users)):
             if val is not None:
                 raise ValueError(f"{arg} is not used by method 'rank_estimate'; leave it None")
-        fns = [metric_function(name, k, n_items) for k in ks]
+        fns = [metric_function(name, k, n_items) for name, k in pairs]
         return np.column_stack([_rank_estimate(n_items, sample_size, f) for f in fns])
 
     p = _check_prior(prior, n_items)
@@ -300,7 +391,7 @@ def corrected_metrics(metric: str, ks, n_items: int, sample_size: int, method: s
     if method == "cls":
         if gamma is not None or n_users is not None:
             raise ValueError("gamma and n_users are not used by method 'cls'; leave them None")
-        return _cls(n_items, sample_size, replacement, p, Fmat)
+        return _cls(n_items, sample_size, replacement, p, targets.matrix())
 
     if method in ("mn", "mn_weighted"):
         if n_users is None:
@@ -320,16 +411,16 @@ def corrected_metrics(metric: str, ks, n_items: int, sample_size: int, method: s
         g = check_gamma(gamma)
 
     if method == "bv" and g == 0.0:
-        return _bv_lstsq(n_items, sample_size, replacement, p, Fmat)
+        return _bv_lstsq(n_items, sample_size, replacement, p, targets.matrix())
 
     uniform = prior is None or np.ptp(p) == 0.0
     if uniform:
         KtK, colsum = _prior_free(n_items, sample_size, replacement)
         KtDK = KtK / n_items
         c = colsum / n_items
-        rhs = _rhs_only(n_items, sample_size, replacement, p, Fmat)
     else:
-        KtDK, rhs, c = _weighted_products(n_items, sample_size, replacement, p, Fmat)
+        KtDK, _, c = _weighted_products(n_items, sample_size, replacement, p, None)
+    rhs = targets.kernel_rhs(n_items, sample_size, replacement, p)
 
     if method == "bv":
         G = (1.0 - g) * KtDK
@@ -399,9 +490,7 @@ def corrected_estimate(sampled_ranks, corrected) -> np.ndarray | float:
     row per repeat (returns one estimate per row); ``corrected`` is :math:`\widehat F`, of shape
     ``(n,)`` or ``(n, n_cutoffs)`` (then the result gains a trailing cut-off axis).
     """
-    Fh = np.asarray(corrected, dtype=np.float64)
-    if Fh.ndim not in (1, 2) or Fh.shape[0] < 2 or not np.all(np.isfinite(Fh)):
-        raise ValueError("corrected must be a finite array of shape (n,) or (n, n_cutoffs) with n >= 2")
+    Fh = _check_corrected(corrected)
     n = Fh.shape[0]
     r = np.asarray(sampled_ranks)
     if r.ndim not in (1, 2) or r.size == 0:
@@ -420,3 +509,82 @@ def corrected_estimate(sampled_ranks, corrected) -> np.ndarray | float:
         return out
     out = out[0]
     return float(out) if Fh.ndim == 1 else out
+
+
+def _check_corrected(corrected) -> np.ndarray:
+    Fh = np.asarray(corrected, dtype=np.float64)
+    if Fh.ndim not in (1, 2) or Fh.shape[0] < 2 or not np.all(np.isfinite(Fh)):
+        raise ValueError("corrected must be a finite array of shape (n,) or (n, n_cutoffs) with n >= 2")
+    return Fh
+
+
+def expected_corrected_given_rank(global_ranks, n_items: int, corrected, replacement: bool = True) -> np.ndarray:
+    r""":math:`\mathbb E[\widehat F(r)\mid R] = \sum_{r=1}^n P(r\mid R)\,\widehat F(r)` for each global rank
+    (Krichene & Rendle Eq. 16 with the corrected vector; their Fig. 4, right panel, plots it against
+    :math:`R`). The sampled-set size is ``len(corrected)``."""
+    Fh = _check_corrected(corrected)
+    n_items, n = check_sizes(n_items, Fh.shape[0])
+    R = check_ranks(global_ranks, "global_ranks", high=n_items)
+    uniq, inverse = np.unique(R, return_inverse=True)
+    return (kernel(n_items, n, replacement, uniq) @ Fh)[inverse]
+
+
+def corrected_moments(global_ranks, n_items: int, corrected, replacement: bool = True):
+    r"""Exact mean and standard deviation, over the decoy draws, of
+    :math:`\widehat T = \frac1M\sum_u \widehat F(r_u)` for users with known global ranks.
+
+    Krichene & Rendle Eq. 16 with the corrected vector in place of the metric:
+    :math:`\mathbb E[\widehat T] = \frac1M\sum_u\sum_r P(r\mid R_u)\widehat F(r)` and, users drawing
+    decoys independently, :math:`\mathrm{Var}[\widehat T] = \frac1{M^2}\sum_u \mathrm{Var}[\widehat F(r)\mid R_u]`.
+    The sampled-set size is ``len(corrected)``. Returns floats, or arrays over the columns of a
+    2-d ``corrected``.
+    """
+    Fh = _check_corrected(corrected)
+    n_items, n = check_sizes(n_items, Fh.shape[0])
+    R = check_ranks(global_ranks, "global_ranks", high=n_items)
+    uniq, inverse = np.unique(R, return_inverse=True)
+    counts = np.bincount(inverse, minlength=uniq.size)
+    K = kernel(n_items, n, replacement, uniq)
+    mean_u = K @ Fh
+    var_u = np.maximum(K @ Fh**2 - mean_u**2, 0.0)
+    M = R.size
+    mean = counts @ mean_u / M
+    std = np.sqrt(counts @ var_u) / M
+    if Fh.ndim == 1:
+        return float(mean), float(std)
+    return mean, std
+
+
+def mse_decomposition(corrected, metric: str, k, n_items: int, prior, n_users: int,
+                      replacement: bool = True) -> dict:
+    r"""The terms of TORS Eq. 38-39 for a corrected vector, computed exactly.
+
+    For :math:`M` users whose global ranks have the (empirical) distribution :math:`P(R)`, with
+    :math:`T = \sum_R P(R)F(R)`, :math:`\mu_R = \mathbb E[\widehat F(r)\mid R]` and
+    :math:`\sigma^2_R = \mathrm{Var}[\widehat F(r)\mid R]`:
+
+    * ``bias`` :math:`= \mathbb E[\widehat T] - T = \sum_R P(R)(\mu_R - F(R))`;
+    * ``variance`` :math:`= \mathrm{Var}[\widehat T] = \frac1M\sum_R P(R)\sigma^2_R` (exact);
+    * ``mse`` :math:`=` ``bias**2 + variance`` (Eq. 38);
+    * ``L1`` :math:`= \sum_R P(R)(\mu_R - F(R))^2 \ge` ``bias**2`` (the Jensen step);
+    * ``L2`` :math:`= \frac1M\sum_R \sigma^2_R` (TORS's variance term, Eq. 39, unweighted);
+    * ``bound`` :math:`=` ``L1 + L2``, the objective MN minimises (Eq. 41).
+    """
+    Fh = _check_corrected(corrected)
+    if Fh.ndim != 1:
+        raise ValueError("corrected must be a 1-d vector")
+    n_items, n = check_sizes(n_items, Fh.shape[0])
+    p = _check_prior(prior, n_items)
+    M = check_int(n_users, "n_users", low=1)
+    F = metric_function(metric, k, n_items)(np.arange(1, n_items + 1))
+    mu = np.zeros(n_items)
+    second = np.zeros(n_items)
+    for start, stop, lo, hi, B in _banded_kernel(n_items, n, bool(replacement)):
+        mu[start:stop] = B @ Fh[lo:hi]
+        second[start:stop] = B @ Fh[lo:hi] ** 2
+    var = np.maximum(second - mu**2, 0.0)
+    bias = float(p @ (mu - F))
+    variance = float(p @ var / M)
+    L1 = float(p @ (mu - F) ** 2)
+    L2 = float(var.sum() / M)
+    return {"bias": bias, "variance": variance, "mse": bias**2 + variance, "L1": L1, "L2": L2, "bound": L1 + L2}
