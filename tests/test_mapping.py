@@ -14,6 +14,8 @@ from itemsampling.mapping import (
     beta_mapping,
     beta_mapping_closed_form,
     beta_rank_cdf,
+    beta_mapping_printed_product,
+    uniform_mapping,
     bound_mapping,
     fit_beta,
     hit_ratio_at,
@@ -313,3 +315,24 @@ def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
 
+
+
+# ----------------------------------------------------------------------------- uniform map and the misprint
+def test_uniform_mapping_is_beta_at_one():
+    N, n = 3706, 100
+    k = np.arange(1, n + 1)
+    np.testing.assert_allclose(uniform_mapping(k, N, n), k * (N - 1) / n + 1, rtol=0)
+    np.testing.assert_allclose(uniform_mapping(k, N, n), beta_mapping(k, N, n, 1.0), rtol=1e-12)
+    np.testing.assert_allclose(uniform_mapping(k, N, n), beta_mapping_closed_form(k, N, n, 1.0), rtol=1e-12)
+    assert uniform_mapping(n, N, n)[0] == pytest.approx(N, rel=1e-15)
+
+
+def test_printed_product_by_hand_and_misses_lemma_c1():
+    from scipy.special import beta as B, comb
+    N, n, a = 3706, 100, 0.5
+    f1 = (N - 1) * (a * B(a, n)) ** (1 / a) + 1
+    f2 = (a * (N - 1) ** a * comb(n - 1, 1) * B(a + 1, n - 1) * (f1 - 1) ** a) ** (1 / a) + 1
+    np.testing.assert_allclose(beta_mapping_printed_product([1, 2], N, n, a), [f1, f2], rtol=1e-10)
+    # same start as the sum form, but it does not end at N (TORS Lemma C.1)
+    assert beta_mapping_printed_product(1, N, n, a)[0] == pytest.approx(beta_mapping(1, N, n, a)[0], rel=1e-12)
+    assert abs(beta_mapping_printed_product(n, N, n, a)[0] - N) > 0.5 * N

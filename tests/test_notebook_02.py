@@ -48,9 +48,9 @@ def test_kernel_distance(results):
 
 def test_shr_moments_and_monte_carlo(results):
     N, n, M, a = PARAMS["n_items"], PARAMS["sample_size"], PARAMS["n_users"], PARAMS["beta_shapes"][0]
-    # regenerate the users independently: inverse of the closed-form CDF (K/N)^a
+    # regenerate the users independently: inverse of the closed-form CDF ((K-1)/(N-1))^a
     u = np.random.default_rng(results["user_seed"]).random(M)
-    cdf = (np.arange(1, N + 1) / N) ** a
+    cdf = (np.arange(N) / (N - 1)) ** a
     R = np.searchsorted(cdf, u, side="right") + 1
     p = stats.binom.cdf(9, n - 1, (R - 1) / (N - 1))  # Pr(r <= 10 | R), TORS Eq. 14-15
     assert results["shr_mean_k10"] == pytest.approx(p.mean(), rel=1e-9)
@@ -88,7 +88,7 @@ def test_sampling_theorem_and_crossing(results):
     # the crossing pair in closed form
     q = 0.05
     top = 0.35 * (1 - (1 - q) ** K) / (1 - (1 - q) ** N) + 0.65 * K / N
-    steady = 1 - (1 - K / N) ** 20
+    steady = 1 - (1 - (K - 1) / (N - 1)) ** 20
     d = np.sign(top - steady)
     idx = np.flatnonzero(d != 0)
     cross = idx[1:][d[idx][1:] != d[idx][:-1]] + 1

@@ -18,14 +18,26 @@ def test_beta_rank_distribution_closed_form():
     for a in (0.25, 0.5, 1.0, 2.0):
         p = th.beta_rank_distribution(N, a)
         assert p.sum() == pytest.approx(1.0, abs=1e-12)
-        K = np.array([1, 10, 100, 999, 1000])
-        # b = 1: the Recall curve is (K / N)^a exactly
-        np.testing.assert_allclose(th.recall_curve(p, K), (K / N) ** a, rtol=1e-12)
-    # a = b = 1 is uniform
-    np.testing.assert_allclose(th.beta_rank_distribution(7, 1.0), np.full(7, 1 / 7), rtol=1e-12)
-    # general b against scipy's Beta CDF
+        assert p[0] == 0.0  # x = (R-1)/(N-1) = 0 at R = 1
+        K = np.array([1, 2, 10, 100, 999, 1000])
+        # b = 1: the Recall curve is ((K-1)/(N-1))^a exactly (Li et al. 2020 Sec. 3.2)
+        np.testing.assert_allclose(th.recall_curve(p, K), ((K - 1) / (N - 1)) ** a, rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(th.beta_rank_cdf(K, N, a), ((K - 1) / (N - 1)) ** a, rtol=1e-15)
+    # a = b = 1: uniform over R = 2..N
+    np.testing.assert_allclose(th.beta_rank_distribution(7, 1.0), [0] + [1 / 6] * 6, rtol=1e-12, atol=1e-15)
+    # general b against scipy's Beta CDF at (K-1)/(N-1)
     p = th.beta_rank_distribution(50, 1.0, 20.0)
-    np.testing.assert_allclose(np.cumsum(p), stats.beta.cdf(np.arange(1, 51) / 50, 1.0, 20.0), atol=1e-12)
+    np.testing.assert_allclose(np.cumsum(p), stats.beta.cdf(np.arange(50) / 49, 1.0, 20.0), atol=1e-12)
+
+
+def test_beta_model_is_implemented_once():
+    # mapping's Beta rank model is theory's: same CDF, and its sampler follows the same pmf
+    from itemsampling import mapping as mp
+    N, a = 300, 0.35
+    K = np.arange(1, N + 1)
+    np.testing.assert_array_equal(mp.beta_rank_cdf(K, N, a), th.beta_rank_cdf(K, N, a))
+    np.testing.assert_array_equal(mp.sample_beta_ranks(a, N, 1000, rng=5),
+                                  th.sample_global_ranks(th.beta_rank_distribution(N, a), 1000, rng=5))
 
 
 def test_geometric_and_mixture_by_hand():
@@ -44,8 +56,9 @@ def test_sample_global_ranks_frequencies_and_coupling():
     R = th.sample_global_ranks(p, 200_000, rng=3)
     assert R.min() >= 1 and R.max() <= N
     freq = np.bincount(R, minlength=N + 1)[1:] / R.size
-    se = np.sqrt(p * (1 - p) / R.size)
-    assert np.max(np.abs(freq - p) / se) < 5  # 50 cells, 5 standard errors
+    assert freq[0] == 0.0 and p[0] == 0.0  # rank 1 has probability 0 under the Beta model
+    se = np.sqrt(p[1:] * (1 - p[1:]) / R.size)
+    assert np.max(np.abs(freq[1:] - p[1:]) / se) < 5  # 49 cells, 5 standard errors
     # coupling: same seed, a dominating distribution gives a smaller rank for every user
     R1 = th.sample_global_ranks(th.beta_rank_distribution(N, 0.3), 5000, rng=7)
     R2 = th.sample_global_ranks(th.beta_rank_distribution(N, 0.6), 5000, rng=7)
@@ -115,6 +128,24 @@ def test_dominates_and_crossings_by_hand():
     np.testing.assert_array_equal(th.crossings([0.2, 0.4, 1.0], [0.1, 0.5, 1.0]), [2])
     np.testing.assert_array_equal(th.crossings([1, 0, 0, -1, 1], [0, 0, 0, 0, 0]), [4, 5])
     assert th.crossings([0.3, 0.5], [0.1, 0.2]).size == 0
+
+
+def test_crossings_ignore_roundoff_at_one():
+    # both curves equal 1 up to the last bit: no crossing there (was reported as one)
+    np.testing.assert_array_equal(th.crossings([0.1, 0.5, 1.0], [0.2, 0.4, np.nextafter(1.0, 0.0)]), [2])
+    assert th.crossings([0.5, 1.0], [0.4, np.nextafter(1.0, 2.0)]).size == 0
+    # a real difference of 1e-9 is still a crossing
+    np.testing.assert_array_equal(th.crossings([0.5, 1.0], [0.4, 1.0 + 1e-9]), [2])
+
+
+def test_crossings_of_sampled_curves_end_tied():
+    # two expected sampled Recall curves both reach 1 at K = n; only the interior crossing counts
+    N, n = 2000, 200
+    top = th.mixture_rank_distribution([th.geometric_rank_distribution(N, 0.05), np.full(N, 1 / N)], [0.35, 0.65])
+    steady = th.beta_rank_distribution(N, 1.0, 20.0)
+    e = th.expected_sampled_recall_curve(np.vstack([top, steady]), N, n)
+    c = th.crossings(e[0], e[1])
+    assert c.size >= 1 and np.all(c < n)
 
 
 # ----------------------------------------------------------------- with vs without replacement

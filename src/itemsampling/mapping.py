@@ -9,8 +9,8 @@ locations :math:`f(k)`. This module computes the mappings of the papers:
 * ``linear`` -- the baseline, TORS Eq. 18 / Li et al. 2020 Eq. 9;
 * ``bound``  -- the Hoeffding boundary map, TORS Eq. 22 / Li et al. 2020 Eq. 13 (floored);
 * ``beta``   -- the Beta(:math:`a`, 1) map, Li et al. 2020 Eq. 15-17 / TORS Eq. 53 and 55, with
-  the *sum* form of the recurrence (SEED-NOTES item 1: TORS Eq. 24 and 54 misprint it as a
-  product);
+  the *sum* form of the recurrence (TORS Eq. 24 and 54 misprint it as a product,
+  :func:`beta_mapping_printed_product`);
 
 the algorithm-specific parameter :math:`a` fitted from sampled ranks (``Beta@P``, Li et al. 2020
 Eq. 19; :func:`fit_beta`), the oracle :math:`f(k)` that needs the global ranks
@@ -32,6 +32,7 @@ from scipy.special import betaln, gammaln
 from ._validation import as_rng, check_int, check_ranks, check_sizes
 from .metrics import metric_curve
 from .sampling import sample_ranks, shr_moments
+from . import theory as _theory
 
 __all__ = [
     "MAPPING_KINDS",
@@ -40,6 +41,8 @@ __all__ = [
     "bound_mapping",
     "beta_mapping",
     "beta_mapping_closed_form",
+    "beta_mapping_printed_product",
+    "uniform_mapping",
     "beta_log_increments",
     "beta_rank_cdf",
     "sample_beta_ranks",
@@ -143,7 +146,8 @@ def beta_mapping(k, n_items: int, sample_size: int, a: float) -> np.ndarray:
     sampled hit ratio equal the global one, :math:`HR@f(k) = \mathbb E[SHR@k]` (TORS Eq. 23).
     Under this model :math:`HR@f \approx [(f-1)/(N-1)]^a` and, sampling with replacement,
     :math:`\mathbb E[SHR@k+1] - \mathbb E[SHR@k] \approx a\binom{n-1}{k}\mathcal B(a+k, n-k)`.
-    Matching the increments gives the recurrence with a **sum** (SEED-NOTES item 1)
+    Matching the increments gives the recurrence with a **sum** (TORS Eq. 24 and 54 print a
+    product; :func:`beta_mapping_printed_product`)
 
     .. math::
         f(k+1;a) = \Bigl[a(N-1)^a\tbinom{n-1}{k}\mathcal B(a+k,n-k) + (f(k;a)-1)^a\Bigr]^{1/a} + 1,
@@ -152,8 +156,9 @@ def beta_mapping(k, n_items: int, sample_size: int, a: float) -> np.ndarray:
     Unrolled, :math:`(f(k;a)-1)^a` is the cumulative sum of :func:`beta_log_increments`; it is
     evaluated with a cumulative log-sum-exp, so nothing underflows for small :math:`a` or large
     :math:`n`. Properties (checked in the tests): :math:`f(n;a) = N` (Lemma C.1),
-    :math:`f(k;1) = k(N-1)/n + 1` (TORS Eq. 56), increasing in :math:`k`, and increasing in
-    :math:`a` (SEED-NOTES item 15). See also :func:`beta_mapping_closed_form`.
+    :math:`f(k;1) = k(N-1)/n + 1` (TORS Eq. 56, :func:`uniform_mapping`), increasing in
+    :math:`k`, and increasing in :math:`a` (numerically; Li et al. 2020 Remedy #3 states it, and
+    also the opposite inequality). See also :func:`beta_mapping_closed_form`.
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
     a = _check_a(a)
@@ -178,6 +183,41 @@ def beta_mapping_closed_form(k, n_items: int, sample_size: int, a: float) -> np.
     ks = _check_ks(k, sample_size).astype(np.float64)
     log_ratio = gammaln(sample_size) + gammaln(ks + a) - gammaln(sample_size + a) - gammaln(ks)
     return (n_items - 1.0) * np.exp(log_ratio / a) + 1.0
+
+
+def uniform_mapping(k, n_items: int, sample_size: int) -> np.ndarray:
+    r"""The uniform map, the Beta map at :math:`a = 1` (TORS Eq. 56; Li et al. 2020 Sec. 3.2):
+
+    .. math:: f(k; 1) = k\,\frac{N-1}{n} + 1 .
+
+    Real-valued; :math:`f(n;1) = N`. Equal to :func:`beta_mapping` and
+    :func:`beta_mapping_closed_form` with ``a = 1`` (checked in the tests)."""
+    n_items, sample_size = check_sizes(n_items, sample_size)
+    ks = _check_ks(k, sample_size).astype(np.float64)
+    return ks * (n_items - 1.0) / sample_size + 1.0
+
+
+def beta_mapping_printed_product(k, n_items: int, sample_size: int, a: float) -> np.ndarray:
+    r"""The Beta recurrence **as misprinted** in TORS Eq. 24 and Eq. 54, with a product:
+
+    .. math::
+        f(k+1;a) = \Bigl[a(N-1)^a\tbinom{n-1}{k}\mathcal B(a+k,n-k)\,(f(k;a)-1)^a\Bigr]^{1/a} + 1,
+        \qquad f(1;a) = (N-1)\,[a\,\mathcal B(a,n)]^{1/a} + 1 .
+
+    Provided only to show the misprint: the derivation (TORS Eq. 53) and Li et al. 2020 Eq. 16
+    add the increment (:func:`beta_mapping`), and only the sum satisfies :math:`f(n;a) = N`
+    (TORS Lemma C.1). Computed in log space from :func:`beta_log_increments`:
+    :math:`\ln g_{k+1} = (\ln \mathrm{inc}_k + a \ln g_k)/a` with :math:`g = f - 1`.
+    """
+    n_items, sample_size = check_sizes(n_items, sample_size)
+    a = _check_a(a)
+    ks = _check_ks(k, sample_size)
+    inc = beta_log_increments(n_items, sample_size, a)
+    log_g = np.empty(sample_size)
+    log_g[0] = inc[0] / a
+    for j in range(1, sample_size):
+        log_g[j] = (inc[j] + a * log_g[j - 1]) / a
+    return np.exp(log_g[ks - 1]) + 1.0
 
 
 def mapping(kind: str, k, n_items: int, sample_size: int, a: float | None = None) -> np.ndarray:
@@ -213,27 +253,23 @@ def mapping(kind: str, k, n_items: int, sample_size: int, a: float | None = None
 
 # ----------------------------------------------------------------------------- Beta rank model
 def beta_rank_cdf(K, n_items: int, a: float) -> np.ndarray:
-    r"""CDF of the discretised Beta(:math:`a`, 1) rank model, :math:`\Pr(R \le K) =
+    r"""CDF of the CDF-discretised Beta(:math:`a`, 1) rank model, :math:`\Pr(R \le K) =
     \bigl(\frac{K-1}{N-1}\bigr)^a` for :math:`K = 1..N` -- the left side :math:`\mathcal L_k`
-    of TORS Appendix B (Li et al. 2020 Sec. 3.2) with :math:`f(k) = K`."""
-    n_items = check_int(n_items, "n_items", low=2)
-    a = _check_a(a)
-    K = check_ranks(K, "K", high=n_items).astype(np.float64)
-    return ((K - 1.0) / (n_items - 1.0)) ** a
+    of TORS Appendix B (after Li et al. 2020 Sec. 3.2, Eq. 14) with :math:`f(k) = K`. Delegates
+    to :func:`itemsampling.theory.beta_rank_cdf`, the package's one implementation of the model."""
+    return _theory.beta_rank_cdf(K, n_items, _check_a(a), 1.0)
 
 
 def sample_beta_ranks(a: float, n_items: int, size: int, rng=None) -> np.ndarray:
-    r"""Draw global ranks from the discretised Beta(:math:`a`, 1) model of Li et al. 2020
-    Sec. 3.2: :math:`x = U^{1/a} \sim \mathrm{Beta}(a, 1)` and :math:`R = \lceil 1 + x(N-1)\rceil`,
-    so that :math:`\Pr(R \le K) = \bigl(\frac{K-1}{N-1}\bigr)^a` exactly (:func:`beta_rank_cdf`).
-    Returns ``size`` int64 ranks in ``2..N`` (``R = 1`` has probability 0 under the model)."""
+    r"""Draw global ranks from the CDF-discretised Beta(:math:`a`, 1) model (after Li et al. 2020
+    Sec. 3.2), :math:`\Pr(R \le K) = \bigl(\frac{K-1}{N-1}\bigr)^a` (:func:`beta_rank_cdf`), by
+    inversion of that CDF (:func:`itemsampling.theory.sample_global_ranks` on
+    :func:`itemsampling.theory.beta_rank_distribution`). Returns ``size`` int64 ranks in
+    ``2..N`` (``R = 1`` has probability 0 under the model)."""
     a = _check_a(a)
     n_items = check_int(n_items, "n_items", low=2)
     size = check_int(size, "size", low=1)
-    gen = as_rng(rng)
-    x = gen.random(size) ** (1.0 / a)
-    R = np.ceil(1.0 + x * (n_items - 1.0))
-    return np.clip(R, 1, n_items).astype(np.int64)
+    return _theory.sample_global_ranks(_theory.beta_rank_distribution(n_items, a), size, rng)
 
 
 def fit_beta(sampled_ranks, n_items: int, sample_size: int, a0: float = 0.5, tol: float = 1e-10,
@@ -249,7 +285,7 @@ def fit_beta(sampled_ranks, n_items: int, sample_size: int, a0: float = 0.5, tol
     started at ``a0`` (the paper suggests 0.5 or 1) and run until the relative change is below
     ``tol``. The log is taken in log space, :math:`\ln\frac{f(r;a)-1}{N-1} = \ln g(r) - \ln(N-1)`
     with :math:`\ln g` from the recurrence, so :math:`f(r_u;a) = 1` never produces
-    :math:`\log 0` (SEED-NOTES item 11: :math:`f(1;a) > 1` for every :math:`a > 0`). When every
+    :math:`\log 0` (:math:`f(1;a) > 1` for every :math:`a > 0`). When every
     :math:`r_u = n` the sum is 0 and :math:`a` is unbounded: refused with a ``ValueError``.
     ``RuntimeError`` if the iteration has not converged after ``max_iter`` steps.
 
@@ -284,7 +320,7 @@ def fit_beta(sampled_ranks, n_items: int, sample_size: int, a0: float = 0.5, tol
 def round_position(f) -> np.ndarray:
     r"""The book's rounding of a real position :math:`f(k)` to a global cut-off: nearest integer,
     halves up (:math:`\lfloor f + 1/2 \rfloor`). With it the linear and Beta maps reproduce
-    TORS Table 3 (SEED-NOTES item 2); the bound map is already an integer."""
+    TORS Table 3; the bound map is already an integer."""
     f = np.asarray(f, dtype=np.float64)
     if not np.all(np.isfinite(f)):
         raise ValueError("f must be finite")
@@ -304,8 +340,8 @@ def hit_ratio_at(global_ranks, n_items: int, positions) -> np.ndarray:
 
 def oracle_mapping(global_ranks, n_items: int, sample_size: int, ks=None,
                    replacement: bool = True) -> np.ndarray:
-    r"""The best integer map when the global ranks are known (Li et al. 2020 Sec. 2.4;
-    TORS Sec. 3.4, "Approximation requirements"):
+    r"""The best integer map when the global ranks are known (Li et al. 2020 Sec. 3 and
+    TORS Sec. 3.4, both under "Approximation Requirements"):
 
     .. math:: f^\star(k) = \arg\min_{K \in 1..N} \bigl| HR@K - \mathbb E[SHR@k] \bigr| ,
 

@@ -3,7 +3,7 @@ r"""What sampling does to a rank: tools for the Sampling Theorem chapter.
 This module holds the pieces chapter 2 needs beyond the core kernel and sampling modules:
 
 * synthetic **global rank distributions** :math:`\tilde P(R)` over :math:`R = 1..N` (a
-  discretised Beta(a, b) model after Li et al. 2020, Sec. 3.2; a truncated geometric model;
+  CDF-discretised Beta(a, b) model after Li et al. 2020, Sec. 3.2; a truncated geometric model;
   mixtures) and a coupled inverse-CDF sampler of users' global ranks;
 * the **population form** of the expected sampled Recall curve,
   :math:`\mathbb E[T^S_{Recall@K}] = \sum_R \tilde P(R)\,\Pr(r \le K \mid R)` (TORS Eq. 14,
@@ -36,6 +36,7 @@ from .metrics import metric_curve
 from .sampling import sample_ranks
 
 __all__ = [
+    "beta_rank_cdf",
     "beta_rank_distribution",
     "geometric_rank_distribution",
     "mixture_rank_distribution",
@@ -84,19 +85,48 @@ def _check_ks(ks, high: int) -> np.ndarray:
 # Synthetic global rank distributions
 # --------------------------------------------------------------------------------------------
 
-def beta_rank_distribution(n_items: int, a: float, b: float = 1.0) -> np.ndarray:
-    r"""Discretised Beta(a, b) global rank distribution over :math:`R = 1..N`.
+def beta_rank_cdf(K, n_items: int, a: float, b: float = 1.0) -> np.ndarray:
+    r"""CDF of the book's discretised Beta(a, b) global rank model at the cut-offs ``K``:
 
     .. math::
-        \tilde P(R) = I_{R/N}(a, b) - I_{(R-1)/N}(a, b),
+        \Pr(\mathcal R \le K) = I_{x_K}(a, b),\qquad x_K = \frac{K-1}{N-1},\quad K = 1..N,
 
-    where :math:`I_x(a, b)` is the regularised incomplete Beta function (the Beta CDF). The
-    global Recall curve is then exactly :math:`T_{Recall@K} = I_{K/N}(a, b)`; for ``b = 1`` it is
-    :math:`(K/N)^a`. Li et al. 2020 (Sec. 3.2) model the user rank distribution with
-    Beta(a, 1) on :math:`(R-1)/(N-1)` and report fitted :math:`a` between 0.24 and 0.41 on real
-    data (their Table 2); we discretise through the CDF so that the masses are exact, sum to 1 and
-    stay finite at :math:`R = 1` when :math:`a < 1`. A smaller ``a`` puts more users at the top:
-    for ``b = 1``, :math:`a_1 < a_2` gives a Recall curve that dominates.
+    where :math:`I_x(a, b)` is the regularised incomplete Beta function (the Beta CDF). For
+    ``b = 1`` it is :math:`\bigl(\frac{K-1}{N-1}\bigr)^a`. This is the model of Li et al. 2020
+    (Sec. 3.2, Eq. 14) and TORS (Appendix B): the rank :math:`R` is placed at
+    :math:`x = (R-1)/(N-1)` on :math:`[0, 1]` and :math:`x` follows Beta(a, 1), density
+    :math:`a x^{a-1}`; the left side :math:`\mathcal L_k` of TORS Appendix B is this CDF at
+    :math:`K = f(k)`. The papers use the density; the book discretises through the CDF so that
+    the masses are exact, sum to 1 and stay finite when :math:`a < 1` (a "CDF-discretised
+    Beta(a, 1), after Li et al."). Rank 1 has probability 0 under this model. It is the only
+    implementation of the model in the package: :func:`beta_rank_distribution`,
+    :func:`itemsampling.mapping.beta_rank_cdf` and :func:`itemsampling.mapping.sample_beta_ranks`
+    all call it.
+    """
+    n_items = check_int(n_items, "n_items", low=2)
+    a = _check_positive(a, "a")
+    b = _check_positive(b, "b")
+    K = check_ranks(K, "K", high=n_items).astype(np.float64)
+    x = (K - 1.0) / (n_items - 1.0)
+    if b == 1.0:
+        return x ** a
+    out = betainc(a, b, x)
+    out[K == n_items] = 1.0
+    return out
+
+
+def beta_rank_distribution(n_items: int, a: float, b: float = 1.0) -> np.ndarray:
+    r"""CDF-discretised Beta(a, b) global rank distribution over :math:`R = 1..N` (after Li et al.
+    2020, Sec. 3.2):
+
+    .. math::
+        \tilde P(R) = I_{(R-1)/(N-1)}(a, b) - I_{(R-2)/(N-1)}(a, b),\qquad \tilde P(1) = 0,
+
+    the increments of :func:`beta_rank_cdf`. The global Recall curve is then exactly
+    :math:`T_{Recall@K} = I_{(K-1)/(N-1)}(a, b)`; for ``b = 1`` it is
+    :math:`\bigl(\frac{K-1}{N-1}\bigr)^a`. Li et al. 2020 report fitted :math:`a` between 0.24 and
+    0.41 on real data (their Table 2). A smaller ``a`` puts more users at the top: for ``b = 1``,
+    :math:`a_1 < a_2` gives a Recall curve that dominates.
 
     Parameters
     ----------
@@ -110,11 +140,8 @@ def beta_rank_distribution(n_items: int, a: float, b: float = 1.0) -> np.ndarray
     ndarray of shape ``(N,)``: entry ``R - 1`` is :math:`\tilde P(R)`.
     """
     n_items = check_int(n_items, "n_items", low=2)
-    a = _check_positive(a, "a")
-    b = _check_positive(b, "b")
-    x = np.arange(n_items + 1, dtype=np.float64) / n_items
-    cdf = betainc(a, b, x)
-    cdf[0], cdf[-1] = 0.0, 1.0
+    cdf = np.concatenate([[0.0], beta_rank_cdf(np.arange(1, n_items + 1), n_items, a, b)])
+    cdf[-1] = 1.0
     return np.maximum(np.diff(cdf), 0.0)
 
 
@@ -258,6 +285,9 @@ def _check_atol(atol) -> float:
     return atol
 
 
+_ROUNDOFF = 1e-12  # relative round-off below which two curve values count as equal in crossings()
+
+
 def dominates(curve_a, curve_b, atol: float = 0.0) -> bool:
     r"""Whether ``curve_a`` dominates ``curve_b``: :math:`a_K \ge b_K - \text{atol}` at every
     cut-off :math:`K` (the hypothesis and the conclusion of the Sampling Theorem, TORS
@@ -269,15 +299,17 @@ def dominates(curve_a, curve_b, atol: float = 0.0) -> bool:
 def crossings(curve_a, curve_b, atol: float = 0.0) -> np.ndarray:
     r"""The 1-based positions :math:`K` at which :math:`a_K - b_K` changes sign.
 
-    Differences with :math:`|a_K - b_K| \le \text{atol}` count as ties and are skipped; a position
-    is reported when the sign of the difference there is opposite to the sign at the last
-    non-tied position before it. An empty array means one curve dominates the other (up to
-    ``atol``).
+    Differences with :math:`|a_K - b_K| \le \text{atol} + 10^{-12}\max(|a_K|, |b_K|)` count as
+    ties and are skipped (the relative :math:`10^{-12}` absorbs round-off, e.g. at :math:`K = n`,
+    where two expected sampled Recall curves both equal 1 up to the last bits); a position is
+    reported when the sign of the difference there is opposite to the sign at the last non-tied
+    position before it. An empty array means one curve dominates the other (up to ``atol``).
     """
     a, b = _check_curves(curve_a, curve_b)
     d = a - b
     atol = _check_atol(atol)
-    idx = np.flatnonzero(np.abs(d) > atol)
+    tie = atol + _ROUNDOFF * np.maximum(np.abs(a), np.abs(b))
+    idx = np.flatnonzero(np.abs(d) > tie)
     if idx.size < 2:
         return np.zeros(0, dtype=np.int64)
     s = np.sign(d[idx])
