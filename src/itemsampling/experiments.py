@@ -73,7 +73,7 @@ __all__ = [
 
 #: Every named model the helpers know: name -> (class name in :mod:`itemsampling.models`, params).
 MODEL_SPECS: dict[str, tuple[str, dict]] = {
-    "itemknn": ("ItemKNN", {"q": 1.0}),
+    "itemknn": ("ItemKNN", {"q": 1.0, "k": 50}),  # the usual 50-neighbour item kNN (Sarwar et al. 2001)
     "userknn": ("UserKNN", {"k": 50}),
     "ease": ("EASE", {"lam": 500.0}),
     "als": ("ALS", {"factors": 64, "lam": 10.0, "alpha": 0.2, "iterations": 15}),
