@@ -171,13 +171,14 @@ def test_mn_variance_term_vanishes_as_m_grows():
 
 
 # --- CLS (Eq. 21-23 with the order constraint) ------------------------------------------------
+@pytest.mark.parametrize("replacement", [True, False])
 @pytest.mark.parametrize("metric,k", [("ap", None), ("recall", 10), ("ndcg", 10)])
-def test_cls_matches_cvxpy_and_is_monotone(metric, k):
+def test_cls_matches_cvxpy_and_is_monotone(metric, k, replacement):
     N, n = 200, 12
     p = _prior(N, 4, conc=1.0)
-    K = kernel(N, n)
+    K = kernel(N, n, replacement)  # binomial (with) or hypergeometric (without replacement) kernel
     F = _F(metric, k, N)
-    x = corrected_metric(metric, k, N, n, "cls", prior=p)
+    x = corrected_metric(metric, k, N, n, "cls", prior=p, replacement=replacement)
     assert np.all(np.diff(x) <= 1e-12)
     z = cp.Variable(n)
     prob = cp.Problem(cp.Minimize(p @ cp.square(K @ z - F)), [z[:-1] >= z[1:]])
@@ -186,7 +187,7 @@ def test_cls_matches_cvxpy_and_is_monotone(metric, k):
     assert obj(x) <= obj(z.value) + 1e-10
     np.testing.assert_allclose(x, z.value, atol=2e-4)
     # never better than the unconstrained minimal-bias solution
-    assert obj(corrected_metric(metric, k, N, n, "bv", prior=p, gamma=0.0)) <= obj(x) + 1e-12
+    assert obj(corrected_metric(metric, k, N, n, "bv", prior=p, gamma=0.0, replacement=replacement)) <= obj(x) + 1e-12
 
 
 # --- vectorised cut-offs and the banded kernel ------------------------------------------------

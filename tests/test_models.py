@@ -73,6 +73,22 @@ def test_itemknn_neighbourhoods():
     assert (mk.similarity_ > 0).sum(axis=0).tolist() == [1, 1, 1, 1]
 
 
+def test_itemknn_both_cuts_use_the_original_similarities():
+    # Eq. 28: s'_ij = s_ij delta(i in N_k(j)) delta(j in N_k'(i)), both neighbourhoods taken on s.
+    # On TINY (q = 1): s01 = .816 > s12 = .667 > s23 = .577 > s02 = .408, s03 = s13 = 0.
+    #   k = 1 (column j keeps its nearest i):  (1,0), (0,1), (1,2), (2,3)
+    #   k' = 1 (row i keeps its nearest j):    (0,1), (1,0), (2,1), (3,2)
+    # Both: only (0,1) and (1,0). (Taking the row cut on the already column-cut matrix would also
+    # keep (2,3), the only entry left in row 2.)
+    m = M.ItemKNN(q=1.0, k=1, k_prime=1).fit(TINY)
+    kept = np.argwhere(m.similarity_ > 0).tolist()
+    assert kept == [[0, 1], [1, 0]]
+    # y(u, 0) = [1 in H_u], y(u, 1) = [0 in H_u]; items 2 and 3 have empty rows and score 0
+    expect = np.array([[1, 1, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=float)
+    assert np.array_equal(m.score(np.arange(4)), expect)
+    assert np.array_equal(m.score_items([2], np.array([[0, 1, 3]])), [[1, 0, 0]])
+
+
 def test_ease_matches_direct_solve():
     rng = np.random.default_rng(0)
     X = (rng.random((30, 8)) < 0.35).astype(float)

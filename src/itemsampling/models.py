@@ -218,10 +218,15 @@ class ItemKNN(Recommender):
         if self.q != 1.0:
             S **= self.q
         # Eq. 28: s'_{ij} keeps j if i in N_k(j) (column neighbourhood of j) and j in N_k'(i)
+        # Both masks are computed from the same (unmasked) s, as Eq. 28 writes them.
+        keep = None
         if self.k is not None:
-            S = np.where(self._topk_mask(S, self.k, axis=0), S, 0.0)
+            keep = self._topk_mask(S, self.k, axis=0)
         if self.k_prime is not None:
-            S = np.where(self._topk_mask(S, self.k_prime, axis=1), S, 0.0)
+            row_keep = self._topk_mask(S, self.k_prime, axis=1)
+            keep = row_keep if keep is None else keep & row_keep
+        if keep is not None:
+            S = np.where(keep, S, 0.0)
         row_norm = np.sqrt((S * S).sum(axis=1))
         S2 = np.divide(S, row_norm[:, None], out=np.zeros_like(S), where=row_norm[:, None] > 0)  # Eq. 29
         denom = S2.sum(axis=1)

@@ -22,7 +22,9 @@ Methods (all return a length-:math:`n` float64 vector):
 
 ``"cls"`` (Krichene & Rendle Eq. 21-23 with the order constraint of their Sec. 5.2 and 6.3)
     :math:`\min_x \sum_R p(R)\bigl(\sum_r P(r\mid R) x_r - F(R)\bigr)^2` subject to
-    :math:`x_1 \ge x_2 \ge \dots \ge x_n`. Solved exactly as a bounded least-squares problem on
+    :math:`x_1 \ge x_2 \ge \dots \ge x_n`. (Sec. 5.2 prints the inequality reversed,
+    :math:`\hat M_{r+1} \ge \hat M_r`, a misprint: its text asks for a non-increasing vector, and
+    Sec. 6.3 writes :math:`\hat M_r \ge \hat M_{r+1}`.) Solved exactly as a bounded least-squares problem on
     the reparametrisation :math:`x_r = \sum_{j \ge r} z_j` with :math:`z_j \ge 0` for
     :math:`j < n` and :math:`z_n` free (``scipy.optimize.lsq_linear``, method ``"bvls"``, an
     active-set method that terminates at the exact optimum). In these coordinates the design
