@@ -7,21 +7,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+from myst_header import MYST_HEADER
+
 ROOT = Path(__file__).resolve().parents[1]
 JB = Path(sys.executable).with_name("jupyter-book")
 
-NB = textwrap.dedent("""\
-    ---
-    jupytext:
-      text_representation:
-        extension: .md
-        format_name: myst
-    kernelspec:
-      display_name: Python 3
-      language: python
-      name: python3
-    ---
-
+NB = MYST_HEADER + textwrap.dedent("""
     # Page
 
     ```{code-cell} ipython3

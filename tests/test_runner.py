@@ -7,23 +7,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from myst_header import MYST_HEADER
 
 from itemsampling.run import run_notebook
 
-HEADER = textwrap.dedent("""\
-    ---
-    jupytext:
-      text_representation:
-        extension: .md
-        format_name: myst
-    kernelspec:
-      display_name: Python 3
-      language: python
-      name: python3
-    ---
-
-    # Test
-    """)
+HEADER = MYST_HEADER + "\n# Test\n"
 
 
 def _nb(tmp_path, body, name="nb.md"):
