@@ -59,7 +59,7 @@ def estimate_rank_distribution(sampled_ranks, n_items, sample_size, method, **pa
 
 
 def metric_from_distribution(rank_distribution, metric: str, k, n_items: int | None = None):
-    r""":math:`\widehat T = \sum_{R=1}^N \widehat P(R)\,F(R)` (TORS Eq. 27; Jin et al. 2021 Eq. 2),
+    r""":math:`\widehat T = \sum_{R=1}^N \widehat P(R)\,F(R)` (TORS Eq. 26-27; Jin et al. 2021 Eq. 13-14),
     for one cut-off ``k`` (returns a float) or a sequence of cut-offs (returns an array)."""
     P = np.asarray(rank_distribution, dtype=np.float64)
     if P.ndim != 1 or P.size < 2 or not np.all(np.isfinite(P)) or np.any(P < 0):
