@@ -41,8 +41,9 @@ def test_table2_exact_and_paper(results):
     ap = np.where(p > 0, (1 - (1 - p) ** 100) / np.where(p > 0, 100 * p, 1), 1.0).mean()
     assert exact["C"]["AP"] == pytest.approx(ap, rel=1e-10)
     assert results["table2_max_abs_paper_minus_exact"] < 0.01
-    # Monte Carlo within 4 standard errors of the exact mean (20 comparisons)
-    assert results["mc_max_abs_z"] < 4
+    # Monte Carlo means within 3 standard errors of the exact expectations (12 comparisons; the
+    # seed is fixed, so this is deterministic)
+    assert results["mc_max_abs_z"] < 3
     assert results["n_repeats"] == 300
 
 
