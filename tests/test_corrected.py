@@ -379,3 +379,12 @@ def test_many_cutoffs_match_dense_solve(metric, uniform):
     F = np.column_stack([_F(metric, k, N) for k in ks])
     G = 0.9 * K.T @ (p[:, None] * K) + 0.1 * np.diag(K.T @ p)
     np.testing.assert_allclose(x, np.linalg.solve(G, K.T @ (p[:, None] * F)), rtol=1e-10, atol=1e-13)
+
+
+def test_rank_estimate_hand_computed():
+    from itemsampling.estimators import rank_estimate
+
+    # N = 3706, n = 101 (100 decoys): r = 2 -> floor(1 + 3705/100) = 38; r = 1 -> 1; r = n -> N
+    np.testing.assert_array_equal(rank_estimate([1, 2, 101], 3706, 101), [1, 38, 3706])
+    with pytest.raises(ValueError, match="sampled_ranks"):
+        rank_estimate([0], 3706, 101)

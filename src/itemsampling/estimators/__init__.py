@@ -24,7 +24,7 @@ from .._validation import check_int, check_ranks, check_sizes
 from ..metrics import canonical_metric, metric_function
 from .corrected import (
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
-    corrected_moments, expected_corrected_given_rank, mse_decomposition,
+    corrected_moments, expected_corrected_given_rank, mse_decomposition, rank_estimate,
 )
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "corrected_moments",
     "expected_corrected_given_rank",
     "mse_decomposition",
+    "rank_estimate",
     "estimate_metric",
     "estimate_metrics",
     "estimate_rank_distribution",

@@ -91,6 +91,7 @@ __all__ = [
     "expected_corrected_given_rank",
     "mse_decomposition",
     "check_gamma",
+    "rank_estimate",
 ]
 
 #: Methods accepted by :func:`corrected_metric`.
@@ -343,10 +344,20 @@ def _cls(n_items, sample_size, replacement, prior, Fmat):
     return out
 
 
+def rank_estimate(sampled_ranks, n_items: int, sample_size: int) -> np.ndarray:
+    r"""Krichene & Rendle 2020, Eq. 20: the unbiased estimate of the global rank from a sampled
+    rank, floored as in their experiments,
+
+    .. math:: \widehat R = \bigl\lfloor 1 + (N-1)(r-1)/(n-1) \bigr\rfloor ,
+
+    (their :math:`m` decoys are our :math:`n-1`). Returns int64 ranks in ``1..N``."""
+    n_items, sample_size = check_sizes(n_items, sample_size)
+    r = check_ranks(sampled_ranks, "sampled_ranks", high=sample_size)
+    return 1 + ((n_items - 1) * (r - 1)) // (sample_size - 1)
+
+
 def _rank_estimate(n_items, sample_size, Fmat_fn):
-    r = np.arange(1, sample_size + 1, dtype=np.int64)
-    R_hat = 1 + ((n_items - 1) * (r - 1)) // (sample_size - 1)  # Eq. 20, floored
-    return Fmat_fn(R_hat)
+    return Fmat_fn(rank_estimate(np.arange(1, sample_size + 1), n_items, sample_size))
 
 
 # ---------------------------------------------------------------------------------------------
