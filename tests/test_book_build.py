@@ -25,6 +25,7 @@ def _book(tmp_path, extra_cell=""):
     book = tmp_path / "book"
     (book / "book").mkdir(parents=True)
     shutil.copy(ROOT / "_config.yml", book / "_config.yml")
+    shutil.copytree(ROOT / "_static", book / "_static")
     (book / "book" / "references.bib").write_text((ROOT / "book" / "references.bib").read_text())
     (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: page\n")
     (book / "intro.md").write_text("# Intro\n\nText {cite:p}`krichene2020sampled`.\n\n```{bibliography}\n```\n")
