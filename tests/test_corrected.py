@@ -381,7 +381,7 @@ def test_many_cutoffs_match_dense_solve(metric, uniform):
     np.testing.assert_allclose(x, np.linalg.solve(G, K.T @ (p[:, None] * F)), rtol=1e-10, atol=1e-13)
 
 
-def test_rank_estimate_hand_computed():
+def test_rank_estimate_of_sampled_ranks():
     from itemsampling.estimators import rank_estimate
 
     # N = 3706, n = 101 (100 decoys): r = 2 -> floor(1 + 3705/100) = 38; r = 1 -> 1; r = n -> N

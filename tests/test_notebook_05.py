@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from itemsampling import estimators as est
-from itemsampling.metrics import evaluate, metric_function
+from itemsampling.metrics import evaluate
 from itemsampling.run import run_notebook
 from itemsampling.sampling import expected_sampled_metric, sampled_metric_moments
 
