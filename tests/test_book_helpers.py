@@ -41,3 +41,12 @@ def test_record_refuses_nan_and_bad_names():
         book.record("", 1)
     with pytest.raises(ValueError, match="cannot record"):
         book.record("obj", object())
+
+
+def test_record_text(tmp_path, monkeypatch):
+    path = tmp_path / "results.json"
+    monkeypatch.setenv(book.RESULTS_ENV, str(path))
+    assert book.record_text("sentence", "A beats *B*") == "A beats *B*"
+    assert json.loads(path.read_text()) == {"sentence": "A beats *B*"}
+    with pytest.raises(ValueError, match="text must be a string"):
+        book.record_text("bad", 3)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["record", "recorded", "to_jsonable", "order_string", "RESULTS_ENV"]
+__all__ = ["record", "record_text", "recorded", "to_jsonable", "order_string", "RESULTS_ENV"]
 
 RESULTS_ENV = "ITEMSAMPLING_RESULTS"
 _RECORDED: dict = {}
@@ -101,3 +101,19 @@ def order_string(values: dict, atol: float = 1e-9, higher_is_better: bool = True
             raise ValueError(f"value for {name!r} is not finite")
         out += (" = " if abs(val - prev) <= atol else " > " if higher_is_better else " < ") + str(name)
     return out
+
+
+def record_text(name: str, text: str) -> str:
+    """Record a sentence (or any Markdown) under ``name`` and glue it as Markdown, so prose can
+    quote it with ``{glue:md}`name```. Returns ``text``."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    record(name, text)
+    try:
+        from IPython.display import Markdown
+        from myst_nb import glue
+
+        glue(name, Markdown(text), display=False)
+    except Exception:  # pragma: no cover - myst_nb missing or not in a kernel
+        pass
+    return text
