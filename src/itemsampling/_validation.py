@@ -82,3 +82,28 @@ def check_probability_vector(p, name: str, length: int | None = None, atol: floa
     if abs(s - 1.0) > atol * max(1.0, arr.size) ** 0.5 * 1e2:
         raise ValueError(f"{name} must sum to 1, got {s}")
     return arr
+
+
+def check_sample_sizes(sample_size, n_items: int, n_users: int | None = None):
+    """Check a sampled-set size that is either one integer for every user or one per user.
+
+    The book's one convention for per-user sample sizes (adaptive sampling, TORS Sec. 6): every
+    estimator entry point takes ``sample_size`` as an int ``2 <= n <= N`` *or* a 1-d integer array
+    of length M (one :math:`n_u` per sampled rank, each in ``2..N``). Returns an ``int`` for a
+    scalar and for an array whose entries are all equal (so equal sizes take exactly the
+    fixed-size code path), otherwise an int64 array of length ``n_users``.
+    """
+    n_items = check_int(n_items, "n_items", low=2)
+    if np.ndim(sample_size) == 0:
+        return check_int(sample_size, "sample_size", low=2, high=n_items)
+    arr = np.asarray(sample_size)
+    if arr.ndim != 1:
+        raise ValueError(f"sample_size must be an int or a 1-d array of per-user sizes, got shape {arr.shape}")
+    if n_users is not None and arr.size != n_users:
+        raise ValueError(f"sample_size must be an int or have one size per user ({n_users}), got length {arr.size}")
+    sizes = check_ranks(arr, "sample_size", high=n_items)  # integral, finite, non-empty, <= N
+    if sizes.min() < 2:
+        raise ValueError(f"sample_size must lie in 2..{n_items}, got {sizes.min()}")
+    if np.all(sizes == sizes[0]):
+        return int(sizes[0])
+    return sizes
