@@ -211,10 +211,12 @@ def _code_version() -> str:
     """Hash of the source of the modules that produce the ranks: editing them invalidates caches."""
     import inspect
 
-    from . import data as _data
     from . import ranking as _ranking
+    from .data import cache as _cache
+    from .data import frames as _frames
+    from .data import simulator as _simulator
 
-    return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _data)])
+    return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _cache, _frames, _simulator)])
 
 
 def _ranks_path(dataset, name, exclude_train, rng) -> Path:
