@@ -27,7 +27,8 @@ The subpackage is split by role: :mod:`.simulator` (simulator and embedded datas
 
 from __future__ import annotations
 
-from .cache import CACHE_VERSION, atomic_save_npz, cache_dir, load_npz, stable_hash
+from .cache import (CACHE_VERSION, CacheWarning, atomic_save_npz, cache_dir, fingerprint, load_npz,
+                    package_fingerprint, path_fingerprint, stable_hash)
 from .frames import (COLUMNS, dataset_summary, gini, holdout_fraction, item_counts, leave_last_out,
                      n_items_of, n_users_of)
 from .loaders import (MOVIELENS_ARCHIVES, _parse_fast, _parse_rows, fetch_movielens, load_movielens,
@@ -53,6 +54,10 @@ __all__ = [
     "holdout_fraction",
     "dataset_summary",
     "cache_dir",
+    "CacheWarning",
+    "fingerprint",
+    "path_fingerprint",
+    "package_fingerprint",
     "fetch_movielens",
     "MOVIELENS_ARCHIVES",
 ]

@@ -170,12 +170,12 @@ def _permute_within_groups(groups: np.ndarray, positions: np.ndarray, g: np.rand
     return out
 
 
-def _sim_cache_path(name: str, config: SimulationConfig) -> Path:
+def _sim_cache_path(name: str, config: SimulationConfig) -> tuple[Path, str]:
     import inspect
 
     code = stable_hash([inspect.getsource(simulate), inspect.getsource(_permute_within_groups)])
     key = stable_hash({"v": CACHE_VERSION, "code": code, **asdict(config)})
-    return cache_dir("datasets") / f"{name}-{key}.npz"
+    return cache_dir("datasets") / f"{name}-{key}.npz", key
 
 
 def load_simulation(name: str, progress: bool = False) -> Simulation:
@@ -184,13 +184,15 @@ def load_simulation(name: str, progress: bool = False) -> Simulation:
     if name not in DATASETS:
         raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {name!r}")
     config = DATASETS[name]
-    path = _sim_cache_path(name, config)
-    z = load_npz(path)
+    path, key = _sim_cache_path(name, config)
+    z = load_npz(path, cache_key=key)
+    if z is not None and not _valid_simulation_file(z, config):
+        z = None
     if z is None:
         sim = simulate(config)
         o, t = sim.observed, sim.truth
         i32 = np.int32  # ids fit in 32 bits (n_users * n_items <= 2e9): half the file size
-        atomic_save_npz(path, user=o["user"].to_numpy(i32), item=o["item"].to_numpy(i32),
+        atomic_save_npz(path, cache_key=key, user=o["user"].to_numpy(i32), item=o["item"].to_numpy(i32),
                         timestamp=o["timestamp"].to_numpy(), truth_user=t["user"].to_numpy(i32),
                         truth_item=t["item"].to_numpy(i32))
         return sim
@@ -202,6 +204,26 @@ def load_simulation(name: str, progress: bool = False) -> Simulation:
         df.attrs["n_users"] = config.n_users
         df.attrs["n_items"] = config.n_items
     return Simulation(observed=observed, truth=truth, config=config)
+
+
+def _valid_simulation_file(z: dict, config: SimulationConfig) -> bool:
+    """Semantic check of a verified dataset cache file (ids in range, matching lengths)."""
+    import warnings
+
+    from .cache import CacheWarning
+
+    try:
+        ok = (z["user"].shape == z["item"].shape == z["timestamp"].shape
+              and z["truth_user"].shape == z["truth_item"].shape and z["user"].size > 0
+              and z["user"].min() >= 0 and z["user"].max() < config.n_users
+              and z["item"].min() >= 0 and z["item"].max() < config.n_items
+              and z["truth_item"].min() >= 0 and z["truth_item"].max() < config.n_items)
+    except (KeyError, ValueError):
+        ok = False
+    if not ok:
+        warnings.warn("a simulated dataset cache file holds out-of-range ids; recomputing it", CacheWarning,
+                      stacklevel=3)
+    return ok
 
 
 def load_dataset(name: str) -> pd.DataFrame:
