@@ -136,6 +136,7 @@ def fit_models(dataset: str = "sim-ml1m", models=None, rng: int = 0, progress: b
     """Fit models (names, default :data:`DEFAULT_MODELS`) on the ``load_split`` training part.
     Returns ``(train, test, {name: fitted model}, {name: fit seconds})``."""
     names = _model_names(models)
+    progress = check_bool(progress, "progress")
     train, test = load_split(dataset, rng)
     fitted, seconds = {}, {}
     it = names

@@ -216,6 +216,9 @@ def fetch_movielens(release: str, dest="data/raw", progress: bool = True) -> Pat
     """
     import urllib.request
 
+    from .._validation import check_bool
+
+    progress = check_bool(progress, "progress")
     if release not in MOVIELENS_ARCHIVES:
         raise ValueError(f"release must be one of {sorted(MOVIELENS_ARCHIVES)}, got {release!r}")
     url, md5 = MOVIELENS_ARCHIVES[release]

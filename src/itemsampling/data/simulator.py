@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._validation import check_int
+from .._validation import check_bool, check_int, check_memory
 from .cache import CACHE_VERSION, atomic_save_npz, cache_dir, load_npz, stable_hash
 
 
@@ -64,6 +64,11 @@ class SimulationConfig:
         check_int(self.n_features, "n_features", low=1)
         check_int(self.min_profile, "min_profile", low=1)
         check_int(self.seed, "seed", low=0)
+        for name in ("alpha", "beta", "true_profile_mean", "profile_median", "zipf", "profile_sigma",
+                     "popularity_exponent"):
+            v = getattr(self, name)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise ValueError(f"{name} must be a number, got {v!r}")
         for name in ("alpha", "beta", "true_profile_mean", "profile_median"):
             v = getattr(self, name)
             if not (np.isfinite(v) and v > 0):
@@ -105,6 +110,10 @@ def simulate(config: SimulationConfig) -> Simulation:
     if not isinstance(config, SimulationConfig):
         raise ValueError("config must be a SimulationConfig")
     c = config.validate()
+    # dense de-duplication bitmap (1 byte per user-item pair), feature-item distributions and their
+    # CDFs (2 x 8 bytes per feature-item pair), and about 48 bytes per true-preference draw
+    check_memory(c.n_users * c.n_items + 16.0 * c.n_features * c.n_items
+                 + 48.0 * c.n_users * c.true_profile_mean, "the simulator", "n_users, n_items or true_profile_mean")
     g = np.random.default_rng(c.seed)
     U, N, K = c.n_users, c.n_items, c.n_features
     # 1. feature-item distributions, with a long-tailed base measure
@@ -181,8 +190,9 @@ def _sim_cache_path(name: str, config: SimulationConfig) -> tuple[Path, str]:
 def load_simulation(name: str, progress: bool = False) -> Simulation:
     """The simulated dataset ``name`` (``"sim-ml100k"`` or ``"sim-ml1m"``) with its true
     preferences; generated on first use and cached under ``data/cache/datasets``."""
-    if name not in DATASETS:
+    if not isinstance(name, str) or name not in DATASETS:
         raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {name!r}")
+    check_bool(progress, "progress")
     config = DATASETS[name]
     path, key = _sim_cache_path(name, config)
     z = load_npz(path, cache_key=key)

@@ -88,7 +88,7 @@ from scipy import linalg
 from scipy.optimize import nnls
 from scipy.special import logsumexp
 
-from .._validation import check_int, check_probability_vector, check_ranks, check_sizes
+from .._validation import check_bool, check_int, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel
 from ..metrics import metric_function
 
@@ -610,6 +610,8 @@ def bv_rank_distribution(p_tilde, n_items: int, sample_size: int, gamma: float =
     N, n = check_sizes(n_items, sample_size)
     pt = check_probability_vector(p_tilde, "p_tilde", length=n)
     chunk = check_int(chunk, "chunk", low=1)
+    replacement = check_bool(replacement, "replacement")
+    project = check_bool(project, "project")
     recall = np.empty(N)
     for lo in range(0, N, chunk):
         ks = list(range(lo + 1, min(N, lo + chunk) + 1))
@@ -650,7 +652,7 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
     if method == "bv":
         start = time.perf_counter()
         P = bv_rank_distribution(p_tilde, N, n, gamma=opts["gamma"], prior=opts["prior"],
-                                 replacement=bool(replacement), project=bool(opts["project"]))
+                                 replacement=bool(replacement), project=opts["project"])
         return FitResult(P, np.nan, 1, True, np.nan, time.perf_counter() - start, "bv")
 
     K = cached_kernel(N, n, bool(replacement))
