@@ -451,14 +451,14 @@ def sampled_rank_table(sampled_ranks, sample_size):
     return uniq // (int(r.max()) + 1), uniq % (int(r.max()) + 1), counts.astype(np.int64)
 
 
-def _column_log_kernel(n_items: int, sample_size: int, ranks: np.ndarray, support: np.ndarray,
+def _column_log_kernel(n_items: int, sizes: np.ndarray, ranks: np.ndarray, support: np.ndarray,
                        replacement: bool) -> np.ndarray:
-    """log P(r | R) for the given sampled ranks (columns) and global ranks (rows), binomial or
+    """log P(r | R; n) for the given (n, r) columns and global ranks R (rows), binomial or
     hypergeometric (the formulas of :mod:`itemsampling.kernel`), without the other columns."""
-    N, n = n_items, sample_size
+    N = n_items
     j = ranks.astype(np.float64) - 1.0  # decoys above the target
+    m = sizes.astype(np.float64) - 1.0  # decoys
     R = support.astype(np.float64)
-    m = n - 1.0
     if replacement:
         p = (R - 1.0) / (N - 1.0)
         interior = (p > 0) & (p < 1)
@@ -475,7 +475,7 @@ def _column_log_kernel(n_items: int, sample_size: int, ranks: np.ndarray, suppor
     good = R - 1.0
     bad = N - R
     a = np.subtract.outer(good, j)  # good - j
-    b = np.add.outer(bad - m, j)  # bad - (m - j)
+    b = np.add.outer(bad, j - m)  # bad - (m - j)
     valid = (a >= 0) & (b >= 0)
     out = -gammaln(np.maximum(a, 0.0) + 1.0)
     out -= gammaln(np.maximum(b, 0.0) + 1.0)
@@ -486,20 +486,29 @@ def _column_log_kernel(n_items: int, sample_size: int, ranks: np.ndarray, suppor
     return out
 
 
-def kernel_columns(n_items: int, sample_size: int, ranks, replacement: bool = True, support=None,
+def kernel_columns(n_items: int, sample_size, ranks, replacement: bool = True, support=None,
                    rel: float = 1e-30) -> np.ndarray:
-    r"""Columns :math:`K_{R,r} = P(r \mid R; n)` of the sampling kernel (:mod:`itemsampling.kernel`)
+    r"""Columns :math:`K_{R,(n,r)} = P(r \mid R; n)` of the sampling kernel (:mod:`itemsampling.kernel`)
     for the given sampled ranks :math:`r` only, over the rows ``support`` (global ranks, default
-    :math:`1..N`): an ``(L, len(ranks))`` array computed in log space.
+    :math:`1..N`): an ``(L, len(ranks))`` array computed in log space. ``sample_size`` is one
+    :math:`n` for every column or one per column (the distinct pairs of :func:`sampled_rank_table`).
 
     Entries below ``rel`` times their column's largest entry are set to exactly 0: they change
     :math:`q_r = \sum_R \pi_R K_{R,r}` by less than ``rel`` of the column's scale, and leaving them
     as subnormal numbers would slow every matrix-vector product of EM many times over. With
     :math:`n` up to :math:`n_{max}` this keeps adaptive EM from building an :math:`N\times n_{max}`
-    kernel: only the columns of observed ranks are computed.
+    kernel: only the columns of observed pairs are computed.
     """
-    N, n = check_sizes(n_items, sample_size)
-    r = check_ranks(ranks, "ranks", high=n)
+    N = check_int(n_items, "n_items", low=2)
+    r = check_ranks(ranks, "ranks", high=N)
+    if np.ndim(sample_size) == 0:
+        n = np.full(r.size, check_int(sample_size, "sample_size", low=2, high=N), dtype=np.int64)
+    else:
+        n = check_ranks(sample_size, "sample_size", high=N)
+        if n.size != r.size or n.min() < 2:
+            raise ValueError(f"sample_size must be an int in 2..{N} or one such size per rank ({r.size})")
+    if np.any(r > n):
+        raise ValueError("ranks must lie in 1..sample_size")
     S = np.arange(1, N + 1, dtype=np.int64) if support is None else check_ranks(support, "support", high=N)
     rel = _check_positive(rel, "rel")
     logk = _column_log_kernel(N, n, r, S, bool(replacement))
@@ -517,11 +526,8 @@ def kernel_blocks(n_items: int, sizes, ranks, counts, replacement: bool = True, 
     counts = np.asarray(counts, dtype=np.float64)
     if not (sizes.shape == ranks.shape == counts.shape) or sizes.ndim != 1:
         raise ValueError("sizes, ranks and counts must be 1-d arrays of the same length")
-    blocks = []
-    for n in np.unique(sizes):
-        sel = sizes == n
-        blocks.append((kernel_columns(n_items, int(n), ranks[sel], replacement, support), counts[sel]))
-    return blocks
+    K = kernel_columns(n_items, sizes, ranks, replacement, support)
+    return [(np.ascontiguousarray(K[:, sizes == n]), counts[sizes == n]) for n in np.unique(sizes)]
 
 
 def stack_blocks(blocks):
@@ -857,8 +863,9 @@ def _fit_per_user_sizes(r, N, sizes, method, replacement, params) -> FitResult:
     if not isinstance(replacement, (bool, np.bool_)):
         raise ValueError(f"replacement must be True or False, got {replacement!r}")
     opts = {**_DEFAULTS[method], **params}
-    table = sampled_rank_table(r, sizes)
-    blocks = kernel_blocks(N, *table, replacement=bool(replacement))
+    sizes_, ranks_, counts_ = sampled_rank_table(r, sizes)
+    # every observed (n, r) pair is one column; one block holds them all (no copy when stacked)
+    blocks = [(kernel_columns(N, sizes_, ranks_, bool(replacement)), counts_.astype(np.float64))]
     kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
     if opts["solver"] == "cnm":
         return mle_cnm_blocks(blocks, **kw)
