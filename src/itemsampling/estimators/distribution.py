@@ -202,6 +202,7 @@ def mes_scale(eta: float, sample_size: int, eta_scaling: str = "tors") -> float:
     r"""The entropy weight :math:`a` of MES: :math:`\eta/n` (TORS Eq. 36, ``"tors"``) or
     :math:`\eta` (Jin et al. Eq. 26, ``"aaai"``). ``eta`` must be positive and finite."""
     eta = _check_positive(eta, "eta")
+    sample_size = check_int(sample_size, "sample_size", low=2)
     if eta_scaling == "tors":
         return eta / sample_size
     if eta_scaling == "aaai":
@@ -428,8 +429,10 @@ def _entropy(pi):
 def mes_objective(pi, p_tilde, K, a: float) -> float:
     r"""The MES objective :math:`a\,H(\pi) - \sum_r \tilde P(r)(q_r(\pi) - \tilde P(r))^2`
     (TORS Eq. 35-36 with :math:`a = \eta/n`; Jin et al. Eq. 25-26 with :math:`a = \eta`)."""
-    pt = np.asarray(p_tilde, dtype=np.float64)
-    q = K.T @ np.asarray(pi, dtype=np.float64)
+    pt, K = _check_mes_inputs(p_tilde, K)
+    a = _check_positive(a, "a")
+    pi = check_probability_vector(pi, "pi", length=K.shape[0])
+    q = K.T @ pi
     return a * _entropy(np.asarray(pi, dtype=np.float64)) - float(pt @ (q - pt) ** 2)
 
 
@@ -454,6 +457,18 @@ def _weighted_gram(K, w, bands):
         B = K[start:stop, lo:hi]
         H[lo:hi, lo:hi] += B.T @ (B * w[start:stop, None])
     return 0.5 * (H + H.T)
+
+
+def _check_mes_inputs(p_tilde, K) -> tuple[np.ndarray, np.ndarray]:
+    """The sampled-rank distribution (length n, a probability vector) and a kernel of shape (N, n)
+    with finite, non-negative entries."""
+    Km = np.asarray(K, dtype=np.float64)
+    if Km.ndim != 2 or Km.shape[0] < 2 or Km.shape[1] < 2:
+        raise ValueError(f"K must be a kernel matrix of shape (N, n) with N, n >= 2, got shape {Km.shape}")
+    if not np.all(np.isfinite(Km)) or np.any(Km < 0):
+        raise ValueError("K must hold finite, non-negative probabilities")
+    pt = check_probability_vector(p_tilde, "p_tilde", length=Km.shape[1])
+    return pt, Km
 
 
 #: the gradient at which a stalled MES Newton solve still counts as converged (floating-point accuracy)
@@ -488,7 +503,7 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
     Hessian is accumulated over row blocks of the kernel restricted to their band of sampled
     ranks, which cuts its cost several-fold at :math:`n = 500`.
     """
-    pt = np.asarray(p_tilde, dtype=np.float64)
+    pt, K = _check_mes_inputs(p_tilde, K)
     a = _check_positive(a, "a")
     tol = _check_positive(tol, "tol")
     max_iter = check_int(max_iter, "max_iter", low=1)
@@ -585,7 +600,7 @@ def mes_cvxpy(p_tilde, K, a: float, solver: str = "CLARABEL", **solver_options) 
     subject to ``pi >= 0``, ``sum(pi) == 1``, over the observed ranks only."""
     import cvxpy as cp
 
-    pt = np.asarray(p_tilde, dtype=np.float64)
+    pt, K = _check_mes_inputs(p_tilde, K)
     a = _check_positive(a, "a")
     obs = np.flatnonzero(pt > 0)
     N = K.shape[0]
