@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_int, check_ranks, check_sample_sizes
+from .._validation import check_bool, check_int, check_ranks, check_sample_sizes
 from ..metrics import canonical_metric, metric_function
 from .corrected import (
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
@@ -177,6 +177,8 @@ def _prepare(sampled_ranks, n_items, sample_size, params):
             bound = n if isinstance(n, int) else int(n[u])
             raise ValueError(f"sampled_ranks must lie in 1..sample_size for every user; user {u} has rank {r[u]} "
                              f"with sample_size {bound}")
+    if "replacement" in params:
+        check_bool(params["replacement"], "replacement")
     if "gamma" in params and params["gamma"] is not None:
         check_gamma(params["gamma"])
     return r, N, n
@@ -239,6 +241,52 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
     return out if seq else float(out[0])
 
 
+_DIST_OPTIONS = {"mle": ("solver", "tol", "max_iter"), "wmle": ("solver", "tol", "max_iter", "weight", "C"),
+                 "mes": ("solver", "tol", "max_iter", "eta", "eta_scaling")}
+
+
+def _options_of(method: str) -> set:
+    """The keyword options a method of :data:`METHODS` uses in :func:`estimate_metrics`."""
+    if method == "sampled":
+        return {"replacement"}
+    if method == "rank_estimate":
+        return {"replacement"}
+    if method == "cls":
+        return {"prior", "replacement"}
+    if method == "bv":
+        return {"gamma", "prior", "replacement"}
+    if method in ("mn", "mn_weighted"):
+        return {"prior", "n_users", "replacement"}
+    base = method.split("_")[-1]
+    own = set(_DIST_OPTIONS[base]) | {base, "replacement"}
+    head = method[: -len(base) - 1]
+    return own | ({"gamma"} if head == "bv" else {"n_users"} if head in ("mn", "mnw") else set())
+
+
+def _check_options(params: dict, methods) -> None:
+    """Refuse, naming them, options that no requested method uses (misspelt ones included), and
+    per-method option dicts (``mle={...}``) that are not dicts or hold unknown keys."""
+    used = set().union(*(_options_of(m) for m in methods))
+    known = set(_CORRECTION_PARAMS) | set(_DISTRIBUTION_METHODS) | set().union(*map(set, _DIST_OPTIONS.values()))
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} for estimate_metrics; allowed: {sorted(known)}")
+    unused = sorted(set(params) - used)
+    if unused:
+        raise ValueError(f"parameter(s) {unused} are not used by any of the methods {list(methods)}")
+    for base in _DISTRIBUTION_METHODS:
+        if base in params:
+            own = params[base]
+            if not isinstance(own, dict):
+                raise ValueError(f"{base} must be a dict of options for the {base.upper()} rank distribution, "
+                                 f"got {own!r}")
+            bad = sorted(set(own) - set(_DIST_OPTIONS[base]))
+            if bad:
+                raise ValueError(f"unknown option(s) {bad} in {base}=...; allowed: {sorted(_DIST_OPTIONS[base])}")
+    if "replacement" in params:
+        check_bool(params["replacement"], "replacement")
+
+
 def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, **params):
     r"""Several metrics and methods on one set of sampled ranks.
 
@@ -258,6 +306,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, *
     for meth in methods:
         if meth not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {meth!r}")
+    _check_options(params, methods)
     seq, ks = _ks(k)
     cache: dict = {}
     out: dict = {}
