@@ -52,7 +52,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DEFAULT_METHOD", "InputError", "RankTable", "read_rank_file", "estimate_table", "main"]
+__all__ = ["DEFAULT_METHOD", "InputError", "RankTable", "read_rank_file", "ranks_from_scores", "estimate_table",
+           "format_report", "main"]
 
 #: The method used when ``--method`` is not given (see the module docstring and the guide).
 DEFAULT_METHOD = "mle"
@@ -311,6 +312,52 @@ def read_rank_file(path, n_items: int, sample_size: int | None = None, fmt: str 
             table.sizes[m] = int(s[0]) if np.all(s == s[0]) else s
         table.users[m] = users[sel] if users is not None else None
     return table
+
+
+def ranks_from_scores(target_scores, decoy_scores, ties: str = "random", rng=None) -> np.ndarray:
+    r"""Sampled ranks from a model's scores: the input the command needs, from any framework.
+
+    For user :math:`u` with target score :math:`s_u` and decoy scores :math:`s_{u,1..n-1}`, let
+    :math:`g_u` be the number of decoys scoring strictly higher and :math:`e_u` the number scoring
+    equal. The sampled rank is :math:`r_u = 1 + g_u + t_u` with :math:`t_u` the tie share:
+    ``"random"`` (default) draws :math:`t_u` uniformly from :math:`0..e_u` (a random order of the
+    tied items, the convention of :mod:`itemsampling.ranking`), ``"pessimistic"`` takes
+    :math:`e_u`, ``"optimistic"`` 0.
+
+    Parameters
+    ----------
+    target_scores : array of shape (M,)
+        The score of each user's held-out item.
+    decoy_scores : array of shape (M, n - 1)
+        The scores of the user's :math:`n - 1` sampled decoys (higher = recommended first).
+    ties : {"random", "pessimistic", "optimistic"}
+    rng : seed or numpy Generator, used by ``ties="random"``.
+
+    Returns
+    -------
+    ndarray of int64, shape (M,), ranks in ``1..n``.
+    """
+    from ._validation import as_rng
+
+    t = np.asarray(target_scores, dtype=np.float64)
+    d = np.asarray(decoy_scores, dtype=np.float64)
+    if t.ndim != 1 or t.size == 0:
+        raise ValueError(f"target_scores must be a non-empty 1-d array (one score per user), got shape {t.shape}")
+    if d.ndim != 2 or d.shape[0] != t.size or d.shape[1] < 1:
+        raise ValueError(f"decoy_scores must have shape (M, n - 1) = ({t.size}, >= 1), got {d.shape}")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(d))):
+        raise ValueError("target_scores and decoy_scores must not contain NaN or infinite values")
+    if ties not in ("random", "pessimistic", "optimistic"):
+        raise ValueError(f"ties must be 'random', 'pessimistic' or 'optimistic', got {ties!r}")
+    higher = np.count_nonzero(d > t[:, None], axis=1)
+    equal = np.count_nonzero(d == t[:, None], axis=1)
+    if ties == "pessimistic":
+        share = equal
+    elif ties == "optimistic":
+        share = np.zeros_like(equal)
+    else:
+        share = np.floor(as_rng(rng).random(t.size) * (equal + 1)).astype(np.int64)
+    return (1 + higher + share).astype(np.int64)
 
 
 # --------------------------------------------------------------------------------------------
