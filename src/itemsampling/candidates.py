@@ -403,6 +403,14 @@ def evaluate_candidates(model, split: HoldoutSplit, candidate_sets, k: int = 10,
     return pd.DataFrame(rows_out, columns=["candidates", "strategy", "n_decoys", "relevance", "metric", "value", "n_users"])
 
 
+def _named_rng(ss: np.random.SeedSequence, name: str) -> np.random.Generator:
+    """A stream of ``ss`` for one model, keyed by the model's name: a model's results do not depend
+    on which other models run beside it."""
+    import zlib
+
+    return np.random.default_rng(np.random.SeedSequence([*ss.generate_state(4), zlib.crc32(name.encode())]))
+
+
 def _progress(it, progress, desc, total=None):
     if not progress:
         return it
@@ -420,7 +428,7 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
     sampled candidate sets (drawn once, shared by all models). Decoy sizes above a user's pool are
     refused (:func:`draw_decoys`). Returns the rows of :func:`evaluate_candidates` with a
     ``model`` column. ``rng`` (an int) seeds the split, the decoys, the models and the tie-breaks
-    through separate streams."""
+    through separate streams (a model's streams are keyed by its name)."""
     seed = check_int(rng, "rng", low=0)
     ss = np.random.SeedSequence(seed)
     s_split, s_dec, s_mod, s_tie = ss.spawn(4)
@@ -437,12 +445,10 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
             csets.append(draw_candidates(split, strat, d, rng=np.random.default_rng(dec_streams[j])))
             j += 1
     frames = []
-    mod_streams = s_mod.spawn(len(models))
-    tie_streams = s_tie.spawn(len(models))
-    for i, name in enumerate(_progress(list(models), progress, "models")):
-        model = make_recommender(name, truth=truth, rng=np.random.default_rng(mod_streams[i]))
+    for name in _progress(list(models), progress, "models"):
+        model = make_recommender(name, truth=truth, rng=_named_rng(s_mod, name))
         model.fit(split.train, n_items=split.n_items, n_users=split.n_users)
-        df = evaluate_candidates(model, split, csets, k=k, metrics=metrics, rng=np.random.default_rng(tie_streams[i]))
+        df = evaluate_candidates(model, split, csets, k=k, metrics=metrics, rng=_named_rng(s_tie, name))
         df.insert(0, "model", name)
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
@@ -486,12 +492,11 @@ def truth_experiment(config: SimulationConfig, models=("random", "popular", "ite
         csets = [draw_candidates(split, "full"),
                  draw_candidates(split, "uniform", n_decoys, rng=np.random.default_rng(d1)),
                  draw_candidates(split, "popularity", n_decoys, rng=np.random.default_rng(d2))]
-        mod_streams, tie_streams = s_mod.spawn(len(models)), s_tie.spawn(len(models))
-        for i, name in enumerate(models):
-            model = make_recommender(name, truth=sim.truth, rng=np.random.default_rng(mod_streams[i]))
+        for name in models:
+            model = make_recommender(name, truth=sim.truth, rng=_named_rng(s_mod, name))
             model.fit(split.train, n_items=split.n_items, n_users=split.n_users)
             df = evaluate_candidates(model, split, csets, k=k, metrics=metrics, relevance={"obs": split.test_matrix,
-                                     "truth": sim.truth}, rng=np.random.default_rng(tie_streams[i]))
+                                     "truth": sim.truth}, rng=_named_rng(s_tie, name))
             df = df[df["metric"] != "popularity_score"]
             truth_vals = df[(df["candidates"] == "full") & (df["relevance"] == "truth")].set_index("metric")["value"]
             obs = df[df["relevance"] == "obs"]
