@@ -8,9 +8,9 @@ import pytest
 from scipy import stats
 
 from itemsampling.candidates import (CandidateSets, decoy_experiment, draw_candidates, draw_decoys,
-                                     evaluate_candidates, item_popularity, make_recommender,
+                                     evaluate_candidates, gini_sweep, item_popularity, make_recommender,
                                      popularity_prone, popularity_ranks, popularity_score,
-                                     split_holdout, truth_experiment)
+                                     split_holdout, target_ranks, truth_experiment)
 from itemsampling.data import SimulationConfig, simulate
 from itemsampling.metrics import evaluate
 from itemsampling.models import BPR, EASE, Popular, Random
@@ -256,3 +256,40 @@ def test_evaluate_candidates_bad_input(sim_split):
         evaluate_candidates(model, split, draw_candidates(split, "full"), metrics=("dcg",))
     with pytest.raises(ValueError, match="relevance"):
         evaluate_candidates(model, split, draw_candidates(split, "full"), relevance={"x": np.ones(3)})
+
+
+def test_target_ranks_uniform_follow_the_hypergeometric_kernel():
+    from itemsampling.data import leave_last_out
+
+    sim = simulate(SimulationConfig(n_users=600, n_items=200, true_profile_mean=100, profile_median=10, seed=5))
+    train, test = leave_last_out(sim.observed, rng=0)
+    model = Popular().fit(train, n_items=200, n_users=600)
+    R, r = target_ranks(model, train, test, 20, "uniform", rng=3)
+    # R is the rank among all N items, ties broken at random: same distribution as ranking.global_ranks
+    R2 = global_ranks(model, train, test, exclude_train=False, rng=4)
+    assert abs(R.mean() - R2.mean()) < 6 * np.sqrt(R.var() / R.size)
+    # r - 1 | R ~ Hypergeometric(N - 1, R - 1, n - 1): mean and variance per user
+    mean = 19 * (R - 1) / 199
+    var = 19 * (R - 1) / 199 * (1 - (R - 1) / 199) * (199 - 19) / (199 - 1)
+    z = ((r - 1) - mean).sum() / np.sqrt(var.sum())
+    assert abs(z) < 5
+    assert np.all((r >= 1) & (r <= 20) & (r <= R))
+    # popularity-weighted decoys are more popular, so the target's sampled rank is worse
+    _, rp = target_ranks(model, train, test, 20, "popularity", rng=3)
+    assert rp.mean() > r.mean() + 3 * np.sqrt(r.var() / r.size)
+    with pytest.raises(ValueError, match="sample_size"):
+        target_ranks(model, train, test, 201, "uniform")
+    with pytest.raises(ValueError, match="one row"):
+        target_ranks(model, train, pd.concat([test, test]), 20, "uniform")
+    with pytest.raises(ValueError, match="strategy"):
+        target_ranks(model, train, test, 20, "full")
+
+
+def test_gini_sweep_orders_concentration():
+    base = SimulationConfig(n_users=150, n_items=200, true_profile_mean=120, profile_median=15, seed=1)
+    df = gini_sweep(base, [0.0, 1.0], models=("popular",), n_decoys=20, k=5, rng=0)
+    g = df.groupby("zipf")["gini"].first()
+    assert g[1.0] > g[0.0]
+    assert set(df["candidates"]) == {"full", "uniform 20", "popularity 20"}
+    with pytest.raises(ValueError, match="zipfs"):
+        gini_sweep(base, [-1.0])

@@ -63,6 +63,8 @@ __all__ = [
     "evaluate_candidates",
     "decoy_experiment",
     "truth_experiment",
+    "target_ranks",
+    "gini_sweep",
 ]
 
 #: Candidate-set strategies of Ihemelandu & Ekstrand 2023, Sec. III-C.
@@ -504,3 +506,82 @@ def truth_experiment(config: SimulationConfig, models=("random", "popular", "ite
                 mt = float(truth_vals[row.metric])
                 out.append((rep, name, row.candidates, row.strategy, row.metric, row.value, mt, row.value - mt, g))
     return pd.DataFrame(out, columns=["repeat", "model", "candidates", "strategy", "metric", "M_obs", "M_truth", "bias", "gini"])
+
+
+def target_ranks(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: int, strategy: str = "uniform",
+                 popularity=None, rng=None, batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    r"""Global and sampled ranks of one held-out item per user, with the decoys of ``strategy``.
+
+    The chapters-5-to-8 convention (the book's notation): the target :math:`t_u` is ranked among
+    all :math:`N` items (:math:`R_u \in 1..N`), and the sampled set holds the target and
+    :math:`n-1` decoys drawn without replacement from the :math:`N-1` other items, uniformly
+    (``"uniform"``: then :math:`r_u - 1 \sim \mathrm{Hypergeometric}(N-1, R_u-1, n-1)`, the kernel
+    the estimators assume) or with probability proportional to ``popularity``
+    (``"popularity"``, default :func:`item_popularity` of ``train``: no closed-form kernel; the
+    decoys are drawn as in :func:`draw_decoys`). Ties are broken by one random permutation shared
+    by both ranks. ``test`` must hold exactly one row per user.
+
+    Returns ``(global_ranks, sampled_ranks)``, int64 arrays aligned with ``test``'s rows.
+    """
+    from .ranking import _check_inputs
+
+    tu, ti, N = _check_inputs(model, train, test)
+    if np.unique(tu).size != tu.size:
+        raise ValueError("test must hold exactly one row (one target item) per user")
+    strategy = _check_strategy(strategy)
+    if strategy == "full":
+        raise ValueError("strategy must be 'uniform' or 'popularity' for sampled ranks")
+    n = check_int(sample_size, "sample_size", low=2, high=N)
+    if strategy == "popularity":
+        w = _check_popularity(item_popularity(train, N) if popularity is None else popularity, N)
+        logw = np.log(w, out=np.full(N, -np.inf), where=w > 0)
+        short = int(np.isfinite(logw).sum()) - np.isfinite(logw[ti]).astype(int)
+        if np.any(short < n - 1):
+            raise ValueError(f"sample_size must be <= {int(short.min()) + 1}: only {int(short.min())} items of positive "
+                             f"popularity are available as decoys, got {n}")
+    else:
+        if popularity is not None:
+            raise ValueError("popularity is only used by strategy 'popularity'")
+        logw = np.zeros(N)
+    gen = as_rng(rng)
+    R = np.empty(tu.size, dtype=np.int64)
+    r = np.empty(tu.size, dtype=np.int64)
+    for s in range(0, tu.size, check_int(batch_size, "batch_size", low=1)):
+        u, t = tu[s:s + batch_size], ti[s:s + batch_size]
+        b = np.arange(u.size)
+        S = model.score(u)
+        tie = gen.random(S.shape)
+        above = (S > S[b, t][:, None]) | ((S == S[b, t][:, None]) & (tie < tie[b, t][:, None]))
+        above[b, t] = False
+        R[s:s + u.size] = 1 + above.sum(axis=1)
+        keys = logw[None, :] + gen.gumbel(size=S.shape)
+        keys[b, t] = -np.inf
+        dec = np.argpartition(-keys, n - 2, axis=1)[:, :n - 1]
+        r[s:s + u.size] = 1 + np.take_along_axis(above, dec, axis=1).sum(axis=1)
+    return R, r
+
+
+def gini_sweep(base: SimulationConfig, zipfs, models=("popular", "itemknn", "als"), n_decoys: int = 100,
+               k: int = 10, metric: str = "ndcg", fraction: float = 0.2, rng=0, progress: bool = False) -> pd.DataFrame:
+    """Beyond Ihemelandu & Ekstrand 2023: the popularity concentration of the data as a dial. For
+    each ``zipf`` exponent of the simulator's item base measure (:class:`SimulationConfig`, larger =
+    more concentrated), simulate, record the Gini index of the observed item counts and run
+    :func:`decoy_experiment` with ``n_decoys`` decoys. Returns columns ``zipf, gini, model,
+    candidates, value`` (``metric`` at cut-off ``k``)."""
+    if not isinstance(base, SimulationConfig):
+        raise ValueError(f"base must be a SimulationConfig, got {type(base).__name__}")
+    from .data import gini, item_counts
+
+    zipfs = [float(z) for z in np.atleast_1d(zipfs)]
+    if not zipfs or not all(np.isfinite(z) and z >= 0 for z in zipfs):
+        raise ValueError("zipfs must be non-empty, finite and >= 0")
+    out = []
+    for z in _progress(zipfs, progress, "zipf"):
+        sim = simulate(dataclasses.replace(base, zipf=z))
+        g = gini(item_counts(sim.observed, base.n_items))
+        df = decoy_experiment(sim.observed, models=models, decoy_sizes=(n_decoys,), k=k, metrics=(metric,),
+                              fraction=fraction, truth=sim.truth, rng=rng)
+        df = df[df["metric"] == metric]
+        for row in df.itertuples():
+            out.append((z, g, row.model, row.candidates, row.value))
+    return pd.DataFrame(out, columns=["zipf", "gini", "model", "candidates", "value"])
