@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from itemsampling.candidates import (CandidateSets, decoy_experiment, draw_candidates, draw_decoys,
-                                     evaluate_candidates, gini_sweep, item_popularity, make_recommender,
+                                     evaluate_candidates, gini_sweep, item_popularity, make_recommender, max_decoys,
                                      popularity_prone, popularity_ranks, popularity_score,
                                      split_holdout, target_ranks, truth_experiment)
 from itemsampling.data import SimulationConfig, simulate
@@ -111,6 +111,8 @@ def test_bad_input_names_the_argument(toy_split, kwargs, match):
 
 
 def test_largest_pools_fit(toy_split):
+    assert max_decoys(toy_split, "uniform") == 10
+    assert max_decoys(toy_split, "popularity", popularity=POP) == 8
     # items 2..11 form the pool: 10 uniform decoys fit, and the 8 of positive popularity
     assert np.all(np.sort(draw_decoys(toy_split, 10, "uniform", rng=0), axis=1) == np.arange(2, 12))
     got = np.sort(draw_decoys(toy_split, 8, "popularity", popularity=POP, rng=0), axis=1)
@@ -220,6 +222,15 @@ def test_decoy_experiment_shapes_and_reproducible(sim_split):
     assert v["uniform 10"] >= v["uniform 30"] >= v["full"] - 1e-12
     with pytest.raises(ValueError, match="n_decoys must be <="):
         decoy_experiment(sim.observed, models=("popular",), decoy_sizes=(10_000,), rng=2)
+    c = decoy_experiment(sim.observed, models=("popular",), decoy_sizes=(10, 10_000), k=5, rng=2, on_oversized="drop")
+    assert c.attrs["dropped_sizes"] == {"uniform": [10_000], "popularity": [10_000]}
+    assert set(c["candidates"]) == {"full", "uniform 10", "popularity 10"}
+    _, split = sim_split
+    assert 0 < c.attrs["max_decoys"]["popularity"] <= c.attrs["max_decoys"]["uniform"] < 300
+    # the reference popularity score lies between the least and most popular items' ranks
+    assert 1 < c.attrs["test_popularity_score"] < 300
+    with pytest.raises(ValueError, match="on_oversized"):
+        decoy_experiment(sim.observed, models=("popular",), decoy_sizes=(10,), rng=2, on_oversized="clip")
     with pytest.raises(ValueError, match="strategies"):
         decoy_experiment(sim.observed, models=("popular",), strategies=("full",), decoy_sizes=(10,), rng=2)
 

@@ -59,6 +59,7 @@ __all__ = [
     "popularity_ranks",
     "popularity_score",
     "popularity_prone",
+    "max_decoys",
     "make_recommender",
     "evaluate_candidates",
     "decoy_experiment",
@@ -173,6 +174,28 @@ def _check_strategy(strategy) -> str:
     return strategy
 
 
+def _pool_counts(split: HoldoutSplit, strategy: str, popularity=None):
+    N = split.n_items
+    seen = split.train_matrix[split.users] + split.test_matrix[split.users]
+    seen.data[:] = 1.0  # an item in both train and test counts once
+    seen = seen.tocsr()
+    if strategy == "uniform":
+        return N - np.diff(seen.indptr), np.zeros(N), seen
+    w = _check_popularity(item_popularity(split.train, N) if popularity is None else popularity, N)
+    logw = np.log(w, out=np.full(N, -np.inf), where=w > 0)
+    pos = w > 0
+    return int(pos.sum()) - np.asarray(seen[:, pos].sum(axis=1)).ravel().astype(np.int64), logw, seen
+
+
+def max_decoys(split: HoldoutSplit, strategy: str, popularity=None) -> int:
+    """The largest decoy size every test user's pool allows for ``strategy`` (``"uniform"``: items
+    outside the user's training and test items; ``"popularity"``: those of positive popularity)."""
+    strategy = _check_strategy(strategy)
+    if strategy == "full":
+        raise ValueError("strategy 'full' has no decoys; use 'uniform' or 'popularity'")
+    return int(_pool_counts(split, strategy, popularity)[0].min())
+
+
 def draw_decoys(split: HoldoutSplit, n_decoys: int, strategy: str = "uniform", popularity=None, rng=None,
                 batch_size: int = 2048) -> np.ndarray:
     r"""Draw ``n_decoys`` decoys per test user (rows aligned with ``split.users``) without
@@ -197,20 +220,10 @@ def draw_decoys(split: HoldoutSplit, n_decoys: int, strategy: str = "uniform", p
     N = split.n_items
     d = check_int(n_decoys, "n_decoys", low=1)
     batch_size = check_int(batch_size, "batch_size", low=1)
-    if strategy == "popularity":
-        w = _check_popularity(item_popularity(split.train, N) if popularity is None else popularity, N)
-        logw = np.log(w, out=np.full(N, -np.inf), where=w > 0)
-    else:
-        if popularity is not None:
-            raise ValueError("popularity is only used by strategy 'popularity'")
-        logw = np.zeros(N)
+    if strategy == "uniform" and popularity is not None:
+        raise ValueError("popularity is only used by strategy 'popularity'")
+    eligible_counts, logw, seen = _pool_counts(split, strategy, popularity)
     users = split.users
-    seen = split.train_matrix[users] + split.test_matrix[users]
-    seen.data[:] = 1.0  # an item in both train and test counts once
-    if strategy == "uniform":
-        eligible_counts = N - np.diff(seen.indptr)
-    else:
-        eligible_counts = int(np.isfinite(logw).sum()) - np.asarray(seen[:, np.isfinite(logw)].sum(axis=1)).ravel()
     smallest = int(eligible_counts.min())
     if d > smallest:
         u = int(users[np.argmin(eligible_counts)])
@@ -424,27 +437,37 @@ def _progress(it, progress, desc, total=None):
 def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "itemknn", "userknn", "als"),
                      decoy_sizes=PAPER_DECOY_SIZES, strategies=("uniform", "popularity"), k: int = 10,
                      metrics=("ndcg", "rr", "precision", "recall"), fraction: float = 0.2, truth=None,
-                     rng=0, progress: bool = False) -> pd.DataFrame:
+                     rng=0, on_oversized: str = "error", progress: bool = False) -> pd.DataFrame:
     """Ihemelandu & Ekstrand 2023, Sec. III (Fig. 2 and 3): one hold-out split, every model fit on
     it, every model ranks the full candidate set and, for each strategy and decoy size, the same
-    sampled candidate sets (drawn once, shared by all models). Decoy sizes above a user's pool are
-    refused (:func:`draw_decoys`). Returns the rows of :func:`evaluate_candidates` with a
-    ``model`` column. ``rng`` (an int) seeds the split, the decoys, the models and the tie-breaks
+    sampled candidate sets (drawn once, shared by all models). A decoy size above the smallest
+    user's pool is refused (:func:`draw_decoys`) with ``on_oversized="error"`` and skipped with
+    ``"drop"`` (the skipped sizes per strategy are listed in ``result.attrs["dropped_sizes"]``).
+    Returns the rows of :func:`evaluate_candidates` with a ``model`` column;
+    ``result.attrs["test_popularity_score"]`` is the :func:`popularity_score` of the users'
+    held-out items (each user's test set as one list), the reference of :func:`popularity_prone`,
+    and ``result.attrs["max_decoys"]`` the largest decoy size each strategy allows. ``rng`` (an int) seeds the split, the decoys, the models and the tie-breaks
     through separate streams (a model's streams are keyed by its name)."""
     seed = check_int(rng, "rng", low=0)
     ss = np.random.SeedSequence(seed)
     s_split, s_dec, s_mod, s_tie = ss.spawn(4)
     split = split_holdout(interactions, fraction, rng=np.random.default_rng(s_split))
     sizes = [check_int(d, "decoy_sizes", low=1) for d in decoy_sizes]
+    if on_oversized not in ("error", "drop"):
+        raise ValueError(f"on_oversized must be 'error' or 'drop', got {on_oversized!r}")
     csets = [draw_candidates(split, "full")]
     dec_streams = s_dec.spawn(len(strategies) * len(sizes))
+    dropped, largest = {}, {}
     j = 0
     for strat in strategies:
         _check_strategy(strat)
         if strat == "full":
             raise ValueError("strategies lists the sampled strategies ('uniform', 'popularity'); 'full' is always included")
+        largest[strat] = max_decoys(split, strat)
+        dropped[strat] = [d for d in sizes if d > largest[strat]] if on_oversized == "drop" else []
         for d in sizes:
-            csets.append(draw_candidates(split, strat, d, rng=np.random.default_rng(dec_streams[j])))
+            if d not in dropped[strat]:
+                csets.append(draw_candidates(split, strat, d, rng=np.random.default_rng(dec_streams[j])))
             j += 1
     frames = []
     for name in _progress(list(models), progress, "models"):
@@ -453,7 +476,16 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
         df = evaluate_candidates(model, split, csets, k=k, metrics=metrics, rng=_named_rng(s_tie, name))
         df.insert(0, "model", name)
         frames.append(df)
-    return pd.concat(frames, ignore_index=True)
+    out = pd.concat(frames, ignore_index=True)
+    counts = np.diff(split.test_matrix.indptr)[split.users]
+    lists = np.full((split.users.size, int(counts.max())), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(split.users.size), counts)
+    pos = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    lists[rows, pos] = split.test_matrix[split.users].indices
+    out.attrs["test_popularity_score"] = popularity_score(lists, item_popularity(split.train, split.n_items))
+    out.attrs["dropped_sizes"] = dropped
+    out.attrs["max_decoys"] = largest
+    return out
 
 
 def truth_experiment(config: SimulationConfig, models=("random", "popular", "itemknn", "als", "oracle"),
