@@ -389,11 +389,12 @@ def evaluate_candidates(model, split: HoldoutSplit, candidate_sets, k: int = 10,
         S = model.score(ub)
         order = np.lexsort((gen.random(S.shape), -S), axis=1)
         rel_sorted = {r: np.take_along_axis(mat[ub].toarray() > 0, order, axis=1) for r, mat in rels.items()}
+        pr_sorted = pranks[order]
         for c in candidate_sets:
             inc = np.take_along_axis(c.mask(split, rows), order, axis=1)
-            crank = np.cumsum(inc, axis=1)
+            crank = np.cumsum(inc, axis=1, dtype=np.int32)
             top = inc & (crank <= k)
-            psum[c.label][rows] = np.where(top, pranks[order], 0.0).sum(axis=1)
+            psum[c.label][rows] = np.where(top, pr_sorted, 0.0).sum(axis=1)
             plen[c.label][rows] = top.sum(axis=1)
             for r, rs in rel_sorted.items():
                 hit = rs & inc
