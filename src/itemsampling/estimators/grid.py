@@ -23,8 +23,8 @@ with ``resolution`` :math:`s` cells per kernel width (default 8) and a relative 
 1024) and the last rank are cells of their own. The number of cells is about
 ``top`` :math:`+\ \log(\cdot)/\rho + \pi s\sqrt n`, independent of :math:`N`: 1,957 cells at
 :math:`N = 10^7, n = 1000` (against :math:`10^7` ranks). When this grid would not save at least
-half of the ranks, the grid is exact (one cell per rank) and every estimator here reproduces the
-dense one.
+half of the ranks, or :math:`N \le 8\,` ``top``, the grid is exact (one cell per rank) and every
+estimator here reproduces the dense one.
 
 The kernel per cell (:func:`grid_kernel`)
 -----------------------------------------
@@ -189,7 +189,8 @@ def rank_grid(n_items: int, sample_size: int, resolution: float = 8.0, top: int 
         Extra cell boundaries: a cell ends at each of these ranks (e.g. metric cut-offs).
     exact : bool or None
         ``True``: one cell per rank; ``False``: the adaptive grid; ``None`` (default): the adaptive
-        grid unless it would keep more than half of the ranks as cells.
+        grid unless :math:`N \le 8\,` ``top`` (8,192 by default) or it would keep more than half
+        of the ranks as cells.
 
     Cost :math:`O(C)` for :math:`C` cells (a loop over the cells of the adaptive part).
     """
@@ -225,7 +226,7 @@ def rank_grid(n_items: int, sample_size: int, resolution: float = 8.0, top: int 
             raise RuntimeError("grid construction did not terminate")
     lo = np.concatenate([starts[0], np.asarray(adaptive, dtype=np.int64), [N] if R == N else []]).astype(np.int64)
     lo = np.unique(lo)
-    if exact is None and lo.size > N / 2:
+    if exact is None and (lo.size > N / 2 or N <= 8 * top):
         lo = np.arange(1, N + 1)
     return _make_grid(N, lo)
 
