@@ -46,22 +46,24 @@ def test_existing_cluster_cache_and_resume(gr, serial, tmp_path):
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         addr = cluster.scheduler_address
-        path = tmp_path / "run"
-        first = E.run_experiment(gr, backend="dask", scheduler=addr, cache=path, **KW)
+        first = E.run_experiment(gr, backend="dask", scheduler=addr, cache=tmp_path / "run", **KW)
         assert np.array_equal(first.values, serial.values)
+        (path,) = (tmp_path / "run").iterdir()  # one sub-folder per cache key
         files = sorted(path.glob("repeat-*.npz"))
         assert [f.name for f in files] == [f"repeat-{i:05d}.npz" for i in range(6)]
         # an interrupted run: repeats 2 and 4 missing; only they are recomputed
         (path / "repeat-00002.npz").unlink()
         (path / "repeat-00004.npz").unlink()
         stamps = {f.name: f.stat().st_mtime_ns for f in files if f.exists()}
-        again = E.run_experiment(gr, backend="dask", scheduler=addr, cache=path, **KW)
+        again = E.run_experiment(gr, backend="dask", scheduler=addr, cache=tmp_path / "run", **KW)
         assert np.array_equal(again.values, serial.values)
         assert all((path / name).stat().st_mtime_ns == t for name, t in stamps.items())
         assert (path / "repeat-00002.npz").exists() and (path / "repeat-00004.npz").exists()
     # the cache does not depend on the backend: a serial run reads it and computes nothing
-    cached = E.run_experiment(gr, backend="local", cache=path, **KW)
+    stamps = {f.name: f.stat().st_mtime_ns for f in path.glob("repeat-*.npz")}
+    cached = E.run_experiment(gr, backend="local", cache=tmp_path / "run", **KW)
     assert np.array_equal(cached.values, serial.values)
+    assert {f.name: f.stat().st_mtime_ns for f in path.glob("repeat-*.npz")} == stamps
 
 
 def test_backend_selection_and_errors(monkeypatch):

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import as_rng, check_int
+from ._validation import as_rng, check_bool, check_int, check_memory
 from .data import n_items_of, n_users_of
 
 __all__ = ["Recommender", "Random", "Popular", "ItemKNN", "UserKNN", "EASE", "ALS", "Oracle",
@@ -66,6 +66,8 @@ class Recommender:
     """Base class: bookkeeping, input checks and the default :meth:`score_items`."""
 
     name = "recommender"
+    #: how many dense N x N float64 item-item matrices the fit holds at once (0: none)
+    _dense_item_matrices = 0
 
     def _params(self) -> dict:
         return {}
@@ -81,6 +83,12 @@ class Recommender:
             raise ValueError("train must not be empty")
         self.n_items_ = n_items_of(train) if n_items is None else check_int(n_items, "n_items", low=1)
         self.n_users_ = n_users_of(train) if n_users is None else check_int(n_users, "n_users", low=1)
+        if self._dense_item_matrices:
+            N = self.n_items_
+            check_memory(self._dense_item_matrices * 8.0 * N * N,
+                         f"{type(self).__name__} on {N} items ({self._dense_item_matrices} dense N x N matrices)",
+                         "the number of items (n_items), or use a model without an item-item matrix "
+                         "(ALS, UserKNN, Popular)")
         self.X_ = interaction_matrix(train, self.n_users_, self.n_items_)
         self._fit(self.X_)
         self.fitted_ = True
@@ -177,6 +185,8 @@ class ItemKNN(Recommender):
 
     Krichene & Rendle's recommender Y is ``ItemKNN(q=3)``; Z is ``ItemKNN(q=1, k_prime=10)``.
     """
+
+    _dense_item_matrices = 4
 
     name = "itemknn"
 
@@ -302,6 +312,8 @@ class EASE(Recommender):
     :math:`B = I - P\,\mathrm{diag}(1/\mathrm{diag}(P))` (so :math:`\mathrm{diag}(B) = 0`), and
     :math:`\hat y(u, \cdot) = x_u B`. ``lam`` is :math:`\lambda`."""
 
+    _dense_item_matrices = 3
+
     name = "ease"
 
     def __init__(self, lam: float = 500.0):
@@ -372,7 +384,7 @@ class ALS(Recommender):
         self.iterations = check_int(iterations, "iterations", low=1)
         self.rng = rng
         self.num_threads = check_int(num_threads, "num_threads", low=0)
-        self.use_cg = bool(use_cg)
+        self.use_cg = check_bool(use_cg, "use_cg")
 
     def _params(self):
         return {"factors": self.factors, "lam": self.lam, "alpha": self.alpha, "iterations": self.iterations}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_int, check_ranks, check_sizes
+from .._validation import check_int, check_ranks, check_sample_sizes
 from ..metrics import canonical_metric, metric_function
 from .corrected import (
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
@@ -29,6 +29,7 @@ from .corrected import (
 
 __all__ = [
     "METHODS",
+    "PER_USER_SIZE_METHODS",
     "corrected_metric",
     "corrected_metrics",
     "corrected_estimate",
@@ -47,6 +48,8 @@ METHODS = ("sampled", "rank_estimate", "cls", "bv", "mn", "mn_weighted", "mle", 
            "bv_mle", "bv_mes", "mn_mle", "mn_mes", "mnw_mle", "mnw_mes")
 
 _DISTRIBUTION_METHODS = ("mle", "wmle", "mes")
+#: Methods of :func:`estimate_metric` that accept per-user sample sizes (adaptive sampling).
+PER_USER_SIZE_METHODS = ("sampled", "mle")
 _CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement"}
 _DIST_ONLY = {"mes": ("eta", "eta_scaling"), "wmle": ("C", "weight"), "mle": ()}
 
@@ -91,11 +94,19 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
     """Core of :func:`estimate_metric` on validated input: an array (len(metrics), len(ks))."""
     corr, dist = _split(params)
     replacement = corr.get("replacement", True)
+    if not isinstance(n, int) and method not in PER_USER_SIZE_METHODS:
+        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
+                         f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
     if method == "sampled":
         unused = set(params) - {"replacement"}
         if unused:
             raise ValueError(f"method 'sampled' takes no parameters, got {sorted(unused)}")
-        return np.array([[float(np.mean(metric_function(m, k, n)(r))) for k in ks] for m in metrics])
+        if isinstance(n, int):
+            return np.array([[float(np.mean(metric_function(m, k, n)(r))) for k in ks] for m in metrics])
+        # per-user sizes: each user's sampled metric on their own list of n_u items
+        groups = [(int(size), r[n == size]) for size in np.unique(n)]
+        return np.array([[sum(float(np.sum(metric_function(m, k, size)(rs))) for size, rs in groups) / r.size
+                          for k in ks] for m in metrics])
 
     if method in CORRECTION_METHODS:
         if dist:
@@ -154,8 +165,18 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
 
 
 def _prepare(sampled_ranks, n_items, sample_size, params):
-    N, n = check_sizes(n_items, sample_size)
-    r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
+    N = check_int(n_items, "n_items", low=2)
+    if np.ndim(sample_size) == 0:
+        n = check_sample_sizes(sample_size, N)
+        r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
+    else:  # one size per user (adaptive sampling): an int if all are equal
+        r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
+        n = check_sample_sizes(sample_size, N, r.size)
+        if np.any(r > n):
+            u = int(np.flatnonzero(r > n)[0])
+            bound = n if isinstance(n, int) else int(n[u])
+            raise ValueError(f"sampled_ranks must lie in 1..sample_size for every user; user {u} has rank {r[u]} "
+                             f"with sample_size {bound}")
     if "gamma" in params and params["gamma"] is not None:
         check_gamma(params["gamma"])
     return r, N, n
@@ -181,8 +202,11 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
         One rank in ``1..sample_size`` per user.
     n_items : int
         Catalog size :math:`N`.
-    sample_size : int
-        Sampled-set size :math:`n` including the target.
+    sample_size : int or array of int
+        Sampled-set size :math:`n` including the target, or one size :math:`n_u` per user
+        (adaptive sampling, TORS Sec. 6). Unequal sizes are accepted by ``"sampled"`` (each user's
+        metric on their own list of :math:`n_u` items) and ``"mle"`` (EM of TORS Appendix H, or
+        the exact MLE with ``solver="cnm"``); every other method refuses them.
     metric : {"recall", "hr", "precision", "ndcg", "ap", "rr", "auc"}
     k : int, None or sequence of int
         Cut-off(s); ``None`` = untruncated. With a sequence the result is an array, and any rank
