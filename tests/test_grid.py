@@ -220,3 +220,52 @@ def test_estimators_run_at_ten_million_items_under_a_memory_limit():
         # Recall@100000 (10 kernel widths N/n) is well identified: within 0.02 of the truth
         assert abs(est[2] - true[2]) < 0.02, (m, est, true)
         assert np.all(np.diff(est) >= 0) and np.all((est >= 0) & (est <= 1))
+
+
+# ----------------------------------------------------------------------------- routing and per-user sizes
+def test_estimate_metric_routes_to_the_grid(data, monkeypatch):
+    from itemsampling.estimators import estimate_metric
+
+    _, r = data
+    ref = G.grid_estimate_metrics(r, N, n, "ndcg", [5, 50], ["mes", "bv_mes", "mn"], gamma=0.2)
+    for meth, kw in (("mes", {}), ("bv_mes", {"gamma": 0.2}), ("mn", {})):
+        np.testing.assert_array_equal(estimate_metric(r, N, n, "ndcg", [5, 50], meth, grid=True, **kw),
+                                      ref[meth]["ndcg"])
+    multi = estimate_metrics(r, N, n, ["ndcg"], [5, 50], ["mes", "bv_mes", "mn", "sampled"], gamma=0.2, grid=True)
+    for meth in ("mes", "bv_mes", "mn"):
+        np.testing.assert_array_equal(multi[meth]["ndcg"], ref[meth]["ndcg"])
+    # default: dense below the size threshold (results unchanged), the grid above it
+    dense = estimate_metric(r, N, n, "ndcg", [5, 50], "mes")
+    np.testing.assert_array_equal(dense, estimate_metric(r, N, n, "ndcg", [5, 50], "mes", grid=False))
+    assert not np.array_equal(dense, ref["mes"]["ndcg"])
+    monkeypatch.setattr(G, "AUTO_GRID_BYTES", 8 * N * n - 1)
+    np.testing.assert_array_equal(estimate_metric(r, N, n, "ndcg", [5, 50], "mes"), ref["mes"]["ndcg"])
+    with pytest.raises(ValueError, match="cls"):
+        estimate_metric(r, N, n, "ndcg", 5, "cls", grid=True)
+    with pytest.raises(ValueError, match="grid"):
+        estimate_metric(r, N, n, "ndcg", 5, "mes", grid=G.rank_grid(N + 1, n))
+
+
+def test_per_user_sample_sizes_on_the_grid(data):
+    R, _ = data
+    rng = np.random.default_rng(5)
+    sizes = rng.choice([50, 100, 200], size=R.size)
+    r = np.concatenate([sample_ranks(R[sizes == s], N, int(s), rng=int(s)) for s in (50, 100, 200)])
+    sizes = np.concatenate([sizes[sizes == s] for s in (50, 100, 200)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", D.ConvergenceWarning)
+        dense = D.fit_rank_distribution(r, N, sizes, "mle", tol=1e-15, max_iter=200)
+        grid = G.grid_fit_rank_distribution(r, N, sizes, "mle", tol=1e-15, max_iter=200)
+    g = grid.grid
+    assert g.n_cells < N / 5
+    for metric in METRICS:
+        diff = np.abs(metric_from_distribution(dense.distribution, metric, KS) - G.grid_metric(grid.distribution, g,
+                                                                                             metric, KS))
+        assert diff.max() < 1e-5
+    with pytest.raises(ValueError, match="per-user sample sizes"):
+        G.grid_fit_rank_distribution(r, N, sizes, "mes")
+    from itemsampling.estimators import estimate_metric
+    with pytest.raises(ValueError, match="per-user"):
+        estimate_metric(r, N, sizes, "recall", 10, "bv", gamma=0.1, grid=True)
+    est = estimate_metric(r, N, sizes, "recall", [10, 100], "mle", grid=True)
+    assert np.all((est > 0) & (est < 1))

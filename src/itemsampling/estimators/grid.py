@@ -106,6 +106,10 @@ __all__ = [
     "grid_metric",
     "grid_corrected_metrics",
     "grid_estimate_metrics",
+    "grid_estimate",
+    "resolve_grid",
+    "GRID_METHODS",
+    "AUTO_GRID_BYTES",
 ]
 
 
@@ -447,12 +451,26 @@ def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
     r"""Learn the global rank distribution on a grid of cells (see the module docstring).
 
     Parameters as :func:`itemsampling.estimators.distribution.fit_rank_distribution` for
-    ``method`` in ``("mle", "wmle", "mes")`` (MES is solved by :func:`grid_mes_dual`), plus
+    ``method`` in ``("mle", "wmle", "mes")`` (MES is solved by :func:`grid_mes_dual`; per-user
+    sample sizes, one :math:`n_u` per rank, with ``"mle"`` only: one block of grid-kernel columns
+    per distinct size, TORS Appendix H, on the grid of the largest size), plus
     ``grid``: a :class:`RankGrid` for ``n_items`` (default :func:`rank_grid` of ``(N, n)``).
     Returns a :class:`GridFit` whose ``distribution`` holds the cell masses. Memory and time per
     pass are :math:`O(Cn)`, independent of :math:`N`; with an exact grid the result equals the
     dense estimator's.
     """
+    if np.ndim(sample_size) > 0:  # one size per user (adaptive sampling): MLE only, as in the dense path
+        from .._validation import check_sample_sizes
+
+        N = check_int(n_items, "n_items", low=2)
+        r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
+        sizes = check_sample_sizes(sample_size, N, r.size)
+        if not isinstance(sizes, int):
+            if not isinstance(replacement, (bool, np.bool_)):
+                raise ValueError(f"replacement must be True or False, got {replacement!r}")
+            grid = rank_grid(N, int(sizes.max())) if grid is None else _check_grid(grid, N)
+            return _grid_fit_per_user_sizes(r, N, sizes, method, grid, bool(replacement), params)
+        sample_size = sizes
     N, n = check_sizes(n_items, sample_size)
     if method not in _DEFAULTS:
         raise ValueError(f"method must be one of {GRID_DISTRIBUTION_METHODS} on the grid, got {method!r}")
@@ -632,6 +650,106 @@ def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method
 GRID_METHODS = ("mle", "wmle", "mes", "bv", "mn", "mn_weighted", "bv_mle", "bv_mes", "mn_mle", "mn_mes",
                 "mnw_mle", "mnw_mes")
 
+#: Dense kernels larger than this (bytes) make :func:`itemsampling.estimators.estimate_metric` switch
+#: to the grid by itself (``grid=None``); ``grid=False`` keeps the dense estimators.
+AUTO_GRID_BYTES = 2 * 2**30
+
+
+def resolve_grid(grid, n_items: int, sample_size, ks=()):
+    r"""The grid an estimator call uses: ``False`` -> ``None`` (dense); ``True`` -> :func:`rank_grid`
+    of :math:`(N, \max n)` with breaks at the cut-offs; a :class:`RankGrid` for ``n_items`` as
+    given; ``None`` -> the default grid when the dense :math:`N\times n` kernel would exceed
+    :data:`AUTO_GRID_BYTES`, else ``None``."""
+    nmax = int(np.max(sample_size))
+    if grid is None:
+        grid = 8.0 * n_items * nmax > AUTO_GRID_BYTES
+    if isinstance(grid, (bool, np.bool_)):
+        if not grid:
+            return None
+        return rank_grid(n_items, nmax, breaks=[int(k) for k in ks if k is not None and int(k) <= n_items])
+    return _check_grid(grid, n_items)
+
+
+def _grid_fit_per_user_sizes(r, N, sizes, method, grid, replacement, params) -> GridFit:
+    """MLE with per-user sample sizes (TORS Eq. 43, Appendix H) on the grid: one block of grid-kernel
+    columns per distinct size, fed to :func:`.distribution.mle_em_blocks` / ``mle_cnm_blocks``."""
+    from .distribution import mle_cnm_blocks, mle_em_blocks, sampled_rank_table
+
+    if method != "mle":
+        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
+                         "(adaptive sampling) use method 'mle'")
+    unknown = set(params) - set(_DEFAULTS["mle"])
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method 'mle'; allowed: "
+                         f"{sorted(_DEFAULTS['mle'])}")
+    opts = {**_DEFAULTS["mle"], **params}
+    sz, rk, ct = sampled_rank_table(r, sizes)
+    blocks = [(np.ascontiguousarray(grid_kernel(grid, int(b), replacement)[:, rk[sz == b] - 1]),
+               ct[sz == b].astype(np.float64)) for b in np.unique(sz)]
+    kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
+    if opts["solver"] == "cnm":
+        res = mle_cnm_blocks(blocks, **kw)
+    elif opts["solver"] == "em":
+        res = mle_em_blocks(blocks, pi0=grid.widths / N, **kw)
+    else:
+        raise ValueError(f"solver must be 'cnm' or 'em' for method 'mle', got {opts['solver']!r}")
+    return GridFit(res.distribution, res.objective, res.iterations, res.stopped_by_tol, res.gap, res.seconds,
+                   "grid-" + res.solver, grid)
+
+
+def grid_estimate(r, N, sample_size, metrics, ks, method, grid, *, replacement=True, gamma=None, n_users=None,
+                  prior=None, dist_params=None, cache=None) -> np.ndarray:
+    r"""Core of the grid estimators on validated input: an array ``(len(metrics), len(ks))``.
+    ``sample_size`` is an int or (for ``"mle"`` only) one size per user; ``dist_params`` go to the
+    rank-distribution fit; ``prior`` (BV / MN) holds cell masses or a distribution over ``1..N``;
+    ``cache`` (a dict) shares fits between calls on the same ranks."""
+    cache = {} if cache is None else cache
+    dist_params = dict(dist_params or {})
+    base = method.split("_")[-1]
+    fitted = None
+    if base in GRID_DISTRIBUTION_METHODS:
+        if prior is not None:
+            raise ValueError(f"method {method!r} estimates its own prior; do not pass prior")
+        key = (base, grid.key(), tuple(sorted((k, repr(v)) for k, v in dist_params.items())), bool(replacement))
+        if key not in cache:
+            if isinstance(sample_size, (int, np.integer)):
+                cache[key] = grid_fit_rank_distribution(r, N, int(sample_size), base, grid=grid,
+                                                        replacement=replacement, **dist_params)
+            else:
+                cache[key] = _grid_fit_per_user_sizes(r, N, sample_size, base, grid, bool(replacement), dist_params)
+        fitted = cache[key].distribution
+        if method == base:
+            if gamma is not None or n_users is not None:
+                raise ValueError(f"gamma and n_users are not used by method {method!r}")
+            return np.array([grid_metric(fitted, grid, m, ks) for m in metrics])
+    elif dist_params:
+        raise ValueError(f"unknown parameter(s) {sorted(dist_params)} for method {method!r}")
+    if not isinstance(sample_size, (int, np.integer)):
+        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
+                         "(adaptive sampling) use method 'mle'")
+    n = int(sample_size)
+    head = method if fitted is None else method[: -len(base) - 1]
+    kind = {"bv": "bv", "mn": "mn", "mnw": "mn_weighted", "mn_weighted": "mn_weighted"}.get(head)
+    if kind is None:
+        raise ValueError(f"method must be one of {GRID_METHODS} on the grid, got {method!r}")
+    if fitted is not None:
+        prior = fitted
+    elif prior is not None:
+        p = np.asarray(prior, dtype=np.float64)
+        prior = grid.masses(p) if p.shape == (grid.n_items,) and grid.n_items != grid.n_cells else p
+    if kind == "bv":
+        if n_users is not None:
+            raise ValueError("n_users is not used by BV")
+        kw = {"gamma": gamma}
+    else:
+        if gamma is not None:
+            raise ValueError("gamma is not used by MN")
+        kw = {"n_users": r.size if n_users is None else n_users}
+    Fh = grid_corrected_metrics(list(metrics), ks, grid, n, kind, prior=prior, replacement=replacement, **kw)
+    pt = sampled_rank_histogram(r, n)
+    pt /= pt.sum()
+    return np.tensordot(pt, Fh, axes=(0, 0))
+
 
 def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics, k, methods, grid=None,
                           replacement: bool = True, gamma: float = 0.1, **params) -> dict:
@@ -644,6 +762,7 @@ def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics
     combinations ``"bv_mle"`` ... ``"mnw_mes"`` with the prior learnt from the same ranks. Options
     for one rank-distribution method go as a dict (``mle={"solver": "cnm"}``, ``mes={"eta": 0.01}``).
     ``grid`` defaults to :func:`rank_grid` of ``(N, n)`` with breaks at the cut-offs.
+    :func:`itemsampling.estimators.estimate_metrics` with ``grid=True`` routes here.
     """
     N, n = check_sizes(n_items, sample_size)
     r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
@@ -665,31 +784,16 @@ def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)}; options of a rank-distribution method go "
                          f"as a dict named after it, one of {GRID_DISTRIBUTION_METHODS}")
-    if grid is None:
-        grid = rank_grid(N, n, breaks=[kk for kk in ks if kk is not None])
-    grid = _check_grid(grid, N)
-    counts = sampled_rank_histogram(r, n)
-    pt = counts / counts.sum()
-    fits: dict = {}
+    grid = resolve_grid(True if grid is None else grid, N, n, ks)
+    cache: dict = {}
     out: dict = {}
     for meth in methods:
         base = meth.split("_")[-1]
-        prior = None
-        if base in GRID_DISTRIBUTION_METHODS:
-            if base not in fits:
-                opts = params.get(base) or {}
-                if not isinstance(opts, dict):
-                    raise ValueError(f"{base} options must be a dict, got {opts!r}")
-                fits[base] = grid_fit_rank_distribution(r, N, n, base, grid=grid, replacement=replacement, **opts)
-            prior = fits[base].distribution
-            if meth == base:
-                out[meth] = {m: (grid_metric(prior, grid, m, ks) if seq else grid_metric(prior, grid, m, ks[0]))
-                             for m in names}
-                continue
-        head = meth if prior is None else meth[: -len(base) - 1]
-        kind = {"bv": "bv", "mn": "mn", "mnw": "mn_weighted", "mn_weighted": "mn_weighted"}[head]
-        kw = {"gamma": gamma} if kind == "bv" else {"n_users": r.size}
-        Fh = grid_corrected_metrics(names, ks, grid, n, kind, prior=prior, replacement=replacement, **kw)
-        est = np.tensordot(pt, Fh, axes=(0, 0))  # metrics x ks
+        opts = params.get(base) or {} if base in GRID_DISTRIBUTION_METHODS else {}
+        if not isinstance(opts, dict):
+            raise ValueError(f"{base} options must be a dict, got {opts!r}")
+        g = gamma if meth in ("bv", "bv_mle", "bv_mes") else None
+        est = grid_estimate(r, N, n, names, ks, meth, grid, replacement=replacement, gamma=g, dist_params=opts,
+                            cache=cache)
         out[meth] = {m: (est[i] if seq else float(est[i, 0])) for i, m in enumerate(names)}
     return out
