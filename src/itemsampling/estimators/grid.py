@@ -246,60 +246,73 @@ def _check_grid(grid, n_items: int) -> RankGrid:
 # ---------------------------------------------------------------------------------------------
 # the kernel per cell
 # ---------------------------------------------------------------------------------------------
-def _binom_logpmf(theta: np.ndarray, d: int) -> np.ndarray:
-    """log Binomial(d, theta) pmf at k = 0..d, one row per theta (0 <= theta <= 1)."""
-    k = np.arange(d + 1, dtype=np.float64)
-    lc = gammaln(d + 1.0) - gammaln(k + 1.0) - gammaln(d - k + 1.0)
+def _binom_logpmf(theta: np.ndarray, d: int, k: np.ndarray) -> np.ndarray:
+    """log Binomial(d, theta) pmf at the counts ``k`` (-inf outside 0..d), one row per theta in [0, 1]."""
+    k = np.asarray(k, dtype=np.float64)
+    inside = (k >= 0) & (k <= d)
+    kk = np.clip(k, 0, d)
+    lc = gammaln(d + 1.0) - gammaln(kk + 1.0) - gammaln(d - kk + 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         lp, lq = np.log(theta), np.log1p(-theta)
-        out = np.where(k[None, :] > 0, np.multiply.outer(lp, k), 0.0)
-        out += np.where(k[None, :] < d, np.multiply.outer(lq, d - k), 0.0)
+        out = np.where(kk[None, :] > 0, np.multiply.outer(lp, kk), 0.0)
+        out += np.where(kk[None, :] < d, np.multiply.outer(lq, d - kk), 0.0)
     out += lc
+    out[:, ~inside] = -np.inf
     return out
 
 
-def _binomial_cell_sums(lo: np.ndarray, hi: np.ndarray, N: int, n: int) -> np.ndarray:
-    r""":math:`\sum_{R=l}^{h} P(r\mid R)` for wide cells (with replacement), by the incomplete-beta
-    integral and the Euler-Maclaurin correction (module docstring)."""
+def _band(ta: float, tb: float, m: int) -> tuple[int, int]:
+    """Sampled-rank columns j = r - 1 in [c0, c1) outside which every kernel row with theta in
+    [ta, tb] is below exp(-112) (15 standard deviations plus 20 from the binomial mean)."""
+    v = 0.25 if ta <= 0.5 <= tb else max(ta * (1 - ta), tb * (1 - tb))
+    sd = np.sqrt((m + 1) * v)
+    c0 = max(0, int(np.floor((m + 1) * ta - 15 * sd - 20)))
+    c1 = min(m + 1, int(np.ceil((m + 1) * tb + 15 * sd + 20)))
+    return c0, c1
+
+
+def _binomial_cell_sums(lo: np.ndarray, hi: np.ndarray, N: int, n: int, c0: int, c1: int) -> np.ndarray:
+    r""":math:`\sum_{R=l}^{h} P(r\mid R)` for wide cells (with replacement) and the columns
+    :math:`r-1 \in [c_0, c_1)`, by the incomplete-beta integral and the Euler-Maclaurin correction
+    (module docstring). Tails beyond the band (below :math:`e^{-112}`) are left out."""
     m = n - 1
     a = (lo - 1.5) / (N - 1.0)  # theta at l - 1/2
     b = (hi - 0.5) / (N - 1.0)  # theta at h + 1/2
-    out = np.empty((lo.size, n))
+    k = np.arange(c0, c1 + 1)  # Bin(m+1, x) at k = c0..c1
 
-    def tails(x):
-        p = np.exp(_binom_logpmf(x, m + 1))  # Bin(m+1, x), k = 0..m+1
-        lower = np.cumsum(p, axis=1)[:, :m + 1]  # P(Bin <= j), j = 0..m
-        upper = np.cumsum(p[:, ::-1], axis=1)[:, ::-1][:, 1:]  # P(Bin >= j+1), j = 0..m
+    def tails(x):  # P(Bin(m+1, x) <= j) and P(Bin(m+1, x) >= j+1), j = c0..c1-1
+        p = np.exp(_binom_logpmf(x, m + 1, k))
+        lower = np.cumsum(p, axis=1)[:, :-1]
+        upper = np.cumsum(p[:, ::-1], axis=1)[:, ::-1][:, 1:]
         return lower, upper
 
     def deriv(x):  # d/dtheta of b_{j,m}(theta) = m (b_{j-1,m-1} - b_{j,m-1})
-        p = np.exp(_binom_logpmf(x, m - 1)) if m >= 1 else np.ones((x.size, 1))
-        left = np.concatenate([np.zeros((x.size, 1)), p], axis=1)
-        right = np.concatenate([p, np.zeros((x.size, 1))], axis=1)
-        return m * (left - right)
+        p = np.exp(_binom_logpmf(x, m - 1, np.arange(c0 - 1, c1)))
+        return m * (p[:, :-1] - p[:, 1:])
 
     La, Ua = tails(a)
     Lb, Ub = tails(b)
-    use_upper = Ua <= 0.5
-    integral = np.where(use_upper, Ub - Ua, La - Lb) * ((N - 1.0) / (m + 1.0))
+    integral = np.where(Ua <= 0.5, Ub - Ua, La - Lb) * ((N - 1.0) / (m + 1.0))
     out = integral - (deriv(b) - deriv(a)) / (24.0 * (N - 1.0))
     np.maximum(out, 0.0, out=out)
     return out
 
 
-def _hypergeometric_cell_sums(lo: np.ndarray, hi: np.ndarray, N: int, n: int) -> np.ndarray:
-    r""":math:`\sum_{R=l}^{h} P(r\mid R)` without replacement, exactly:
-    :math:`\frac Nn(\Pr[\mathrm{Hyp}(N, h, n)\ge r] - \Pr[\mathrm{Hyp}(N, l-1, n)\ge r])`."""
-    def tails(x):  # P(Hyp(N, x, n) <= j) and P(Hyp >= j + 1), j = 0..n-1, from the log pmf
+def _hypergeometric_cell_sums(lo: np.ndarray, hi: np.ndarray, N: int, n: int, c0: int, c1: int) -> np.ndarray:
+    r""":math:`\sum_{R=l}^{h} P(r\mid R)` without replacement for the columns :math:`r-1\in[c_0, c_1)`,
+    exactly: :math:`\frac Nn(\Pr[\mathrm{Hyp}(N, h, n)\ge r] - \Pr[\mathrm{Hyp}(N, l-1, n)\ge r])`."""
+    k = np.arange(c0, c1 + 1, dtype=np.float64)[None, :]
+
+    def tails(x):  # P(Hyp(N, x, n) <= j) and P(Hyp >= j + 1), j = c0..c1-1, from the log pmf
         x = x.astype(np.float64)[:, None]
-        k = np.arange(n + 1, dtype=np.float64)[None, :]
         with np.errstate(invalid="ignore"):
             lp = (gammaln(x + 1) - gammaln(k + 1) - gammaln(np.maximum(x - k, 0) + 1)
-                  + gammaln(N - x + 1) - gammaln(n - k + 1) - gammaln(np.maximum(N - x - n + k, 0) + 1)
+                  + gammaln(N - x + 1) - gammaln(np.maximum(n - k, 0) + 1)
+                  - gammaln(np.maximum(N - x - n + k, 0) + 1)
                   - (gammaln(N + 1.0) - gammaln(n + 1.0) - gammaln(N - n + 1.0)))
-        lp = np.where((k <= x) & (n - k <= N - x), lp, -np.inf)
+        lp = np.where((k <= x) & (k <= n) & (n - k <= N - x), lp, -np.inf)
         p = np.exp(lp)
-        lower = np.cumsum(p, axis=1)[:, :n]
+        lower = np.cumsum(p, axis=1)[:, :-1]
         upper = np.cumsum(p[:, ::-1], axis=1)[:, ::-1][:, 1:]
         return lower, upper
 
@@ -315,7 +328,7 @@ def _grid_kernel_cached(key, n: int, replacement: bool, lo_bytes: bytes) -> np.n
     lo = np.frombuffer(lo_bytes, dtype=np.int64)
     hi = np.append(lo[1:] - 1, N)
     widths = hi - lo + 1
-    out = np.empty((lo.size, n))
+    out = np.zeros((lo.size, n))
     one = widths == 1
     chunk = max(1, int(4e6 // n))  # bounded temporaries: about 32 MB per block
     idx = np.flatnonzero(one)
@@ -323,10 +336,16 @@ def _grid_kernel_cached(key, n: int, replacement: bool, lo_bytes: bytes) -> np.n
         rows = idx[s:s + chunk]
         out[rows] = kernel(N, n, replacement, lo[rows])
     idx = np.flatnonzero(~one)
-    for s in range(0, idx.size, chunk):
-        rows = idx[s:s + chunk]
-        sums = (_binomial_cell_sums if replacement else _hypergeometric_cell_sums)(lo[rows], hi[rows], N, n)
-        out[rows] = sums / sums.sum(axis=1, keepdims=True)  # rows of cell averages sum to 1
+    cell_sums = _binomial_cell_sums if replacement else _hypergeometric_cell_sums
+    for s in range(0, idx.size, 64):  # 64 consecutive wide cells share one band of sampled ranks
+        rows = idx[s:s + 64]
+        c0, c1 = _band(max(0.0, (lo[rows[0]] - 1.5) / (N - 1.0)), min(1.0, (hi[rows[-1]] - 0.5) / (N - 1.0)), n - 1)
+        sums = cell_sums(lo[rows], hi[rows], N, n, c0, c1)
+        sums /= sums.sum(axis=1, keepdims=True)  # rows of cell averages sum to 1
+        if rows[-1] - rows[0] + 1 == rows.size:  # consecutive cells: a plain slice
+            out[rows[0]:rows[-1] + 1, c0:c1] = sums
+        else:
+            out[rows, c0:c1] = sums
     out.flags.writeable = False
     return out
 
