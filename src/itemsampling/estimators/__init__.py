@@ -50,7 +50,7 @@ METHODS = ("sampled", "rank_estimate", "cls", "bv", "mn", "mn_weighted", "mle", 
 _DISTRIBUTION_METHODS = ("mle", "wmle", "mes")
 #: Methods of :func:`estimate_metric` that accept per-user sample sizes (adaptive sampling).
 PER_USER_SIZE_METHODS = ("sampled", "mle")
-_CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement"}
+_CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement", "grid"}
 _DIST_ONLY = {"mes": ("eta", "eta_scaling"), "wmle": ("C", "weight"), "mle": ()}
 
 
@@ -93,12 +93,23 @@ def _apply(r, Fh, n_metrics, n_ks):
 def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
     """Core of :func:`estimate_metric` on validated input: an array (len(metrics), len(ks))."""
     corr, dist = _split(params)
+    grid = corr.pop("grid", None)
     replacement = corr.get("replacement", True)
+    if method not in ("sampled", "rank_estimate"):
+        from .grid import grid_estimate, resolve_grid
+
+        grid = resolve_grid(grid, N, n, ks)
+        if grid is not None:  # catalogue scale: the grid estimators (estimators.grid)
+            if method == "cls":
+                raise ValueError("method 'cls' has no grid version; pass grid=False for the dense estimator")
+            return grid_estimate(r, N, n, metrics, ks, method, grid, replacement=replacement,
+                                 gamma=corr.get("gamma"), n_users=corr.get("n_users"), prior=corr.get("prior"),
+                                 dist_params=dist, cache=prior_cache)
     if not isinstance(n, int) and method not in PER_USER_SIZE_METHODS:
         raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
                          f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
     if method == "sampled":
-        unused = set(params) - {"replacement"}
+        unused = set(params) - {"replacement", "grid"}
         if unused:
             raise ValueError(f"method 'sampled' takes no parameters, got {sorted(unused)}")
         if isinstance(n, int):
@@ -224,6 +235,12 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
         ``"mnw_mle"``, ``"mnw_mes"`` the same with the exactly-weighted MN variant
         (``"mn_weighted"`` in :func:`corrected_metric`, i.e. BV with :math:`\gamma = 1/M`).
     **params
+        ``grid``: ``None`` (default) uses the dense estimators unless the :math:`N\times n` kernel
+        would exceed 2 GiB (:data:`~itemsampling.estimators.grid.AUTO_GRID_BYTES`), and then the
+        grid estimators of :mod:`itemsampling.estimators.grid` (memory :math:`O(n\times` cells),
+        independent of :math:`N`); ``True`` always uses the grid, ``False`` never; a
+        :class:`~itemsampling.estimators.grid.RankGrid` uses that grid. ``"sampled"`` and
+        ``"rank_estimate"`` need no kernel and ignore it; ``"cls"`` has no grid version.
         ``gamma``, ``prior``, ``n_users``, ``replacement`` go to the corrected metric; every other
         parameter (e.g. ``eta`` for MES, ``C`` / weighting for WMLE, solver tolerances) goes to
         :func:`estimate_rank_distribution`.
