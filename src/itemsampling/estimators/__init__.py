@@ -283,7 +283,7 @@ def _options_of(method: str) -> set:
 def _check_options(params: dict, methods) -> None:
     """Refuse, naming them, options that no requested method uses (misspelt ones included), and
     per-method option dicts (``mle={...}``) that are not dicts or hold unknown keys."""
-    used = set().union(*(_options_of(m) for m in methods))
+    used = set().union(*(_options_of(m) for m in methods)) | {"grid"}  # every method takes grid (some ignore it)
     known = set(_CORRECTION_PARAMS) | set(_DISTRIBUTION_METHODS) | set().union(*map(set, _DIST_OPTIONS.values()))
     unknown = sorted(set(params) - known)
     if unknown:
