@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 #: Methods that accept per-user sample sizes (an array ``sample_size`` with unequal entries).
-PER_USER_METHODS = ("sampled", "mle")
+PER_USER_METHODS = ("sampled", "mle")  # = estimators.PER_USER_SIZE_METHODS
 
 
 @dataclass(frozen=True)
@@ -266,13 +266,13 @@ def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000)
 # replicates of one method
 # ---------------------------------------------------------------------------------------------
 def _kernel_columns(N, pair_sizes, pair_ranks, replacement):
-    from .distribution import cached_kernel
+    """The kernel columns of the distinct pairs, exactly as the single-fit EM uses them: columns of
+    the cached dense kernel for one size, :func:`~.distribution.kernel_columns` for per-user sizes."""
+    from .distribution import cached_kernel, kernel_columns
 
-    cols = np.empty((N, pair_sizes.size))
-    for size in np.unique(pair_sizes):
-        sel = np.flatnonzero(pair_sizes == size)
-        cols[:, sel] = cached_kernel(N, int(size), bool(replacement))[:, pair_ranks[sel] - 1]
-    return cols
+    if np.unique(pair_sizes).size == 1:
+        return np.ascontiguousarray(cached_kernel(N, int(pair_sizes[0]), bool(replacement))[:, pair_ranks - 1])
+    return kernel_columns(N, pair_sizes, pair_ranks, bool(replacement))
 
 
 def _prior_key(base, dist_kw):
@@ -313,6 +313,10 @@ class _Replicator:
             if base == "wmle":
                 from .distribution import wmle_weights
 
+                if not isinstance(self.sizes, int):
+                    raise ValueError("per-user sample sizes are supported by methods "
+                                     f"{PER_USER_METHODS}, not by 'wmle'")
+
                 w = wmle_weights(int(self.sizes), dist_kw.get("weight", "ndcg"), dist_kw.get("C", 10.0))
                 W = self.C * w[self.pair_ranks - 1]
             tol = dist_kw.get("tol") if dist_kw.get("tol") is not None else 1e-6
@@ -335,7 +339,14 @@ class _Replicator:
 
         N, metrics, ks = self.N, self.metrics, self.ks
         corr, dist = _split(params)
+        grid = corr.pop("grid", None)
         replacement = corr.get("replacement", True)
+        if method not in ("sampled", "rank_estimate") and _grid_in_use(grid, N, self.sizes, ks):
+            # catalogue scale (estimators.grid): the estimator itself on every replicate
+            out = np.empty((self.C.shape[0], len(metrics), len(ks)))
+            for b in range(self.C.shape[0]):
+                out[b] = _estimate(self._ranks(b), N, self._sizes(b), metrics, ks, method, params, {})
+            return out
         if method == "sampled":
             F = np.empty((self.pair_ranks.size, len(metrics), len(ks)))
             for size in np.unique(self.pair_sizes):
@@ -369,6 +380,12 @@ class _Replicator:
         for b in range(self.C.shape[0]):
             out[b] = _estimate(self._ranks(b), N, n, metrics, ks, method, params, {key: Pmat[b]})
         return out
+
+
+def _grid_in_use(grid, N, n, ks) -> bool:
+    from .grid import resolve_grid
+
+    return resolve_grid(grid, N, n, ks) is not None
 
 
 def _ks(k):
