@@ -322,7 +322,10 @@ class _Replicator:
             tol = dist_kw.get("tol") if dist_kw.get("tol") is not None else 1e-6
             max_iter = dist_kw.get("max_iter") if dist_kw.get("max_iter") is not None else 10_000
             K = _kernel_columns(self.N, self.pair_sizes, self.pair_ranks, replacement)
-            P, _, _ = batch_em(W, K, tol=tol, max_iter=max_iter)
+            from .distribution import _single_blas_thread
+
+            with _single_blas_thread():  # memory-bound products: threads only contend on shared cores
+                P, _, _ = batch_em(W, K, tol=tol, max_iter=max_iter)
         else:
             from . import estimate_rank_distribution
 
