@@ -280,8 +280,9 @@ def load_global_ranks(dataset: str = "sim-ml1m", models=None, exclude_train: boo
     Parameters
     ----------
     dataset : ``"sim-ml1m"`` (default) or ``"sim-ml100k"``.
-    models : ``None`` for :data:`DEFAULT_MODELS` (``itemknn, userknn, ease, als, popular, X, Y,
-        Z``), or a name / list of names from :data:`MODEL_SPECS` (also ``random``, ``oracle``).
+    models : ``None``, a name or a list of names
+        ``None`` for :data:`DEFAULT_MODELS` (``itemknn, userknn, ease, als, popular, X, Y, Z``), or
+        names from :data:`MODEL_SPECS` (also ``random``, ``oracle``).
     exclude_train : rank among the items outside the user's training set (default), or among all.
     rng : non-negative integer seed (split tie-breaks, model initialisation, rank ties).
 

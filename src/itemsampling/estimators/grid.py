@@ -179,6 +179,8 @@ def rank_grid(n_items: int, sample_size: int, resolution: float = 8.0, top: int 
               rel_width: float = 1.0 / 32, breaks=(), exact: bool | None = None) -> RankGrid:
     r"""The grid of global-rank cells for catalogue size :math:`N` and sampled-set size :math:`n`.
 
+    Cost :math:`O(C)` for :math:`C` cells (a loop over the cells of the adaptive part).
+
     Parameters
     ----------
     n_items, sample_size : int
@@ -195,8 +197,6 @@ def rank_grid(n_items: int, sample_size: int, resolution: float = 8.0, top: int 
         ``True``: one cell per rank; ``False``: the adaptive grid; ``None`` (default): the adaptive
         grid unless :math:`N \le 8\,` ``top`` (8,192 by default) or it would keep more than half
         of the ranks as cells.
-
-    Cost :math:`O(C)` for :math:`C` cells (a loop over the cells of the adaptive part).
     """
     N, n = check_sizes(n_items, sample_size)
     if isinstance(resolution, bool) or not np.isfinite(float(resolution)) or float(resolution) <= 0:
