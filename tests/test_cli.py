@@ -153,7 +153,8 @@ def test_per_user_sample_sizes(tmp_path, capsys):
     table = read_rank_file(p, N)
     np.testing.assert_array_equal(table.sizes["model"], sizes)
     res = _estimate_json(p, capsys, "--metric", "recall", "--n-boot", 20)
-    assert res["sample_size"] == "per-user" and res["estimates"][0]["sampled"] is None
+    assert res["sample_size"] == "per-user"
+    assert res["estimates"][0]["sampled"] == pytest.approx(estimate_metric(r, N, sizes, "recall", 10, "sampled"), rel=1e-12)
     assert res["estimates"][0]["estimate"] == pytest.approx(estimate_metric(r, N, sizes, "recall", 10, "mle"), rel=1e-10)
     code, _, err = _run(["estimate", p, "--n-items", N, "--method", "bv"], capsys)
     assert code == 2 and "per-user sample sizes" in err and "mle" in err
