@@ -86,3 +86,12 @@ def test_oracle_needs_a_simulated_dataset(tmp_path):
     folder = write_movielens(tmp_path / "ml")
     with pytest.raises(ValueError, match="oracle"):
         E.make_model("oracle", 0, str(folder))
+
+
+def test_load_interactions_of_each_kind(tmp_path):
+    u, i, _, _ = interactions()
+    ml = E.load_interactions(str(write_movielens(tmp_path / "ml")))
+    assert len(ml) == u.size and ml.attrs["n_users"] == 300 and ml.attrs["n_items"] == np.unique(i).size
+    ncf = E.load_interactions(str(write_ncf(tmp_path / "ncf")))
+    assert len(ncf) == u.size and ncf["user"].nunique() == 300
+    assert len(E.load_interactions("sim-ml100k")) > 90_000

@@ -62,6 +62,7 @@ __all__ = [
     "GlobalRanks",
     "make_model",
     "load_split",
+    "load_interactions",
     "describe_dataset",
     "dataset_files",
     "fit_models",
@@ -199,6 +200,23 @@ def _dataset_dir_name(dataset: str) -> str:
         return dataset
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(dataset).name) or "data"
     return f"{safe}-{stable_hash(dataset)[:12]}"
+
+
+def load_interactions(dataset) -> pd.DataFrame:
+    """All interactions of a dataset (``user, item, rating, timestamp``, ids 0-based): a simulated
+    dataset's observed data, a MovieLens file re-indexed by :func:`itemsampling.data.load_movielens`,
+    or an NCF split's training and test rows together."""
+    dataset = _check_dataset(dataset)
+    if dataset in DATASETS:
+        return load_dataset(dataset)
+    files = dataset_files(dataset)
+    if len(files) == 1:
+        return load_movielens(files[0])
+    train, test, _ = load_ncf(Path(dataset), files[0].name[:-len(".train.rating")])
+    df = pd.concat([train, test], ignore_index=True).sort_values(["user", "timestamp"], kind="stable")
+    df = df.reset_index(drop=True)
+    df.attrs.update({"n_users": train.attrs["n_users"], "n_items": train.attrs["n_items"]})
+    return df
 
 
 def load_split(dataset: str = "sim-ml1m", rng: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
