@@ -53,11 +53,12 @@ import yaml
 
 from .book import RESULTS_ENV
 
+SCHEDULER_ENV = "ITEMSAMPLING_SCHEDULER"  # read by itemsampling.experiments.run_experiment
+
 __all__ = ["Parameter", "notebook_parameters", "check_parameters", "resolve_notebook", "render_html",
-           "run_notebook", "main"]
+           "run_notebook", "main", "SCHEDULER_ENV"]
 
 _REPO = Path(__file__).resolve().parents[2]
-_NO_DEFAULT = object()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,20 +240,30 @@ def _datasets(params: dict) -> dict:
         for v in values:
             entry = {"value": v}
             try:
-                from .experiments import _dataset_key, _check_dataset, describe_dataset
+                from .experiments import _check_dataset, dataset_files, describe_dataset
 
                 key = _check_dataset(v)
                 entry["description"] = describe_dataset(key)
-                files = _dataset_key(key).get("files")
+                files = dataset_files(key)
                 entry["kind"] = "folder" if files else "simulated"
                 if files:
                     entry["path"] = key
-                    entry["files"] = [{"name": f, "bytes": b, "sha256": h} for f, b, h in files]
+                    entry["files"] = [{"name": f.name, "bytes": f.stat().st_size, "sha256": _sha256(f)} for f in files]
             except (ValueError, TypeError):
                 entry["kind"] = "other"  # e.g. a chapter's "synthetic"
             entries.append(entry)
         out[name] = entries if isinstance(value, list) else entries[0]
     return out
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _resolve_dataset_paths(params: dict) -> dict:
@@ -399,7 +410,7 @@ def _package_version() -> str:
 
 
 def run_notebook(notebook, parameters: dict | None = None, out=None, progress: bool = True,
-                 timeout: int | None = None, html: bool = False) -> dict:
+                 timeout: int | None = None, html: bool = False, scheduler: str | None = None) -> dict:
     """Execute a MyST notebook with ``parameters`` and return the run's record (what lands in
     ``OUT/results.json``).
 
@@ -412,6 +423,8 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
     progress : show papermill's cell progress bar and the cells' progress bars in the terminal.
     timeout : per-cell timeout in seconds (default: none).
     html : also render ``OUT/<name>.html`` (:func:`render_html`; the command line does by default).
+    scheduler : address of a Dask scheduler; the chapter's experiment grids
+        (:func:`itemsampling.experiments.run_experiment`) then run on that cluster.
 
     Returns ``{"notebook", "parameters" (all, defaults included), "overrides", "package_version",
     "git", "datasets", "started", "seconds", "html", "results"}``.
@@ -446,6 +459,9 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
     partial.unlink(missing_ok=True)
     old = os.environ.get(RESULTS_ENV)
     os.environ[RESULTS_ENV] = str(partial)
+    old_scheduler = os.environ.pop(SCHEDULER_ENV, None)
+    if scheduler is not None:
+        os.environ[SCHEDULER_ENV] = str(scheduler)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     start = time.perf_counter()
     payload = {"notebook": str(notebook), "parameters": full, "overrides": overrides,
@@ -472,6 +488,9 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
             os.environ.pop(RESULTS_ENV, None)
         else:
             os.environ[RESULTS_ENV] = old
+        os.environ.pop(SCHEDULER_ENV, None)
+        if old_scheduler is not None:
+            os.environ[SCHEDULER_ENV] = old_scheduler
         source.unlink(missing_ok=True)
     payload["seconds"] = round(time.perf_counter() - start, 2)
     payload["results"] = json.loads(partial.read_text()) if partial.exists() else {}
@@ -501,6 +520,8 @@ def _parse(argv=None):
                    help="override a parameter; VALUE is parsed as YAML (numbers, lists, strings, true/false)")
     p.add_argument("--out", default=None, help="output folder (default _build/runs/<notebook>)")
     p.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the chapter's experiment grids on the Dask cluster at ADDRESS (tcp://host:8786)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     p.add_argument("--no-html", action="store_true", help="do not render the rerun as an HTML page")
     p.add_argument("--list-params", metavar="CHAPTER", default=None,
@@ -536,7 +557,7 @@ def main(argv=None) -> int:
             except yaml.YAMLError as exc:
                 raise ValueError(f"parameter {name}: cannot parse {value!r}: {exc}") from None
         payload = run_notebook(args.notebook, params, args.out, progress=not args.no_progress,
-                               timeout=args.timeout, html=not args.no_html)
+                               timeout=args.timeout, html=not args.no_html, scheduler=args.scheduler)
     except (ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
