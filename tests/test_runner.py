@@ -171,7 +171,10 @@ def test_git_commit_is_recorded_inside_a_repository(tmp_path):
     nb.write_text(nb.read_text() + "\n")
     assert run_notebook(nb, out=tmp_path / "o", progress=False)["git"] == {"commit": head, "dirty": True}
     # outside a repository there is no commit
-    assert run_notebook(_nb(tmp_path, GOOD, "free.md"), out=tmp_path / "o2", progress=False)["git"] is None
+    from itemsampling.run import _git
+
+    (tmp_path / "free").mkdir()
+    assert _git(tmp_path / "free") is None
 
 
 def test_folder_dataset_given_relative_to_the_current_folder(tmp_path, monkeypatch):
