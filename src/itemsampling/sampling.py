@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_rng, check_int, check_ranks, check_sizes
+from ._validation import as_rng, check_bool, check_int, check_ranks, check_sizes
 from .kernel import kernel, kernel_cdf
 from .metrics import metric_function
 
@@ -46,7 +46,7 @@ def sample_ranks(global_ranks, n_items: int, sample_size: int, rng=None, replace
     n_items, sample_size = check_sizes(n_items, sample_size)
     R = check_ranks(global_ranks, "global_ranks", high=n_items)
     gen = as_rng(rng)
-    if replacement:
+    if check_bool(replacement, "replacement"):
         x = gen.binomial(sample_size - 1, (R - 1) / (n_items - 1))
     else:
         x = gen.hypergeometric(R - 1, n_items - R, sample_size - 1)
