@@ -37,6 +37,7 @@ a second call is instant.
 from __future__ import annotations
 
 import functools
+import os
 import time
 import zlib
 from collections.abc import Mapping
@@ -554,6 +555,55 @@ def _one_repeat(repeat, ranks, pools, n_items, models, sample_sizes, metrics, es
     return repeat, out
 
 
+#: Environment variable naming a Dask scheduler address for :func:`run_experiment` (``backend=None``).
+SCHEDULER_ENV = "ITEMSAMPLING_SCHEDULER"
+
+
+def _check_backend(backend, scheduler):
+    if backend is None:
+        env = os.environ.get(SCHEDULER_ENV, "").strip()
+        if scheduler is None and env:
+            scheduler = env
+        backend = "dask" if scheduler is not None else "local"
+    if backend not in ("local", "dask"):
+        raise ValueError(f"backend must be 'local', 'dask' or None, got {backend!r}")
+    if scheduler is not None:
+        if backend != "dask":
+            raise ValueError("scheduler is used by backend='dask' only")
+        if not isinstance(scheduler, str) or not scheduler.strip():
+            raise ValueError(f"scheduler must be a Dask scheduler address such as 'tcp://host:8786', got {scheduler!r}")
+    return backend, scheduler
+
+
+def _dask_repeats(missing, args, scheduler, n_jobs):
+    """Yield ``(repeat, values)`` for the ``missing`` repeats, computed as Dask tasks by
+    :func:`_one_repeat` (the same function and seeds as the serial run), as they finish. Workers
+    write nothing (the caller caches each result). A local cluster started here is closed on exit,
+    also on error or interruption."""
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if scheduler is None:
+        workers = n_jobs if n_jobs > 1 else (os.cpu_count() or 1)
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    else:
+        try:
+            client = Client(scheduler, timeout="30s")
+        except OSError as exc:
+            raise ValueError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+    try:
+        *shared, _path, key = args  # the cache folder stays here: workers get None and write nothing
+        futs = client.scatter(list(shared), broadcast=True)
+        tasks = [client.submit(_one_repeat, i, *futs, None, key, None, pure=False) for i in missing]
+        for fut in as_completed(tasks):
+            yield fut.result()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
 def experiment_key(ranks: GlobalRanks, sizes, metrics, estimators: dict, rng: int, replacement: bool, pool: str,
                    sampler=None, name=None) -> str:
     """The cache key of a :func:`run_experiment` call: a hash of every input that changes a value
@@ -574,7 +624,8 @@ def experiment_key(ranks: GlobalRanks, sizes, metrics, estimators: dict, rng: in
 def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100, metrics=DEFAULT_METRICS,
                    estimators: dict | None = None, rng: int = 0, replacement: bool = True, pool: str = "user",
                    sampler: Callable | None = None, n_jobs: int = 1, cache: bool | str | Path = True,
-                   name: str | None = None, progress: bool = True) -> ExperimentResult:
+                   name: str | None = None, progress: bool = True, backend: str | None = None,
+                   scheduler: str | None = None) -> ExperimentResult:
     """Repeat a sampled evaluation ``n_repeats`` times and evaluate metrics and estimators.
 
     For every repeat, model and sample size ``n``: draw each user's sampled rank (through the
@@ -600,6 +651,16 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
     * ``n_jobs`` > 1 runs repeats in parallel with joblib; a tqdm bar shows progress. Workers check
       that the calling process is alive before each step and before writing: when it is killed or
       interrupted they stop without writing any file.
+    * ``backend="dask"`` runs the repeats as tasks on a Dask cluster (``dask.distributed``):
+      ``scheduler=None`` starts a local cluster of ``n_jobs`` worker processes (all cores for
+      ``n_jobs`` in (1, -1)) and shuts it down afterwards, also on error or interruption;
+      ``scheduler="tcp://host:8786"`` uses an existing cluster. Results are bit-identical to
+      ``n_jobs=1`` for the same ``rng`` (the same per-repeat function and seeds). Workers write
+      nothing: this process caches each finished repeat as it arrives (same key, checksum and
+      resume as above), so the cache works even when the workers share no disk with it.
+      ``backend=None`` (default) is ``"local"`` (joblib / serial) unless the environment variable
+      ``ITEMSAMPLING_SCHEDULER`` holds an address (set by ``python -m itemsampling.run
+      --scheduler ADDRESS``), which selects ``"dask"`` on that cluster.
     """
     if not isinstance(ranks, GlobalRanks):
         raise ValueError("ranks must be a GlobalRanks (from load_global_ranks)")
@@ -608,6 +669,7 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
     n_jobs = check_int(n_jobs, "n_jobs", low=-1)
     if n_jobs == 0:
         raise ValueError("n_jobs must be >= 1 or -1 (all cores), got 0")
+    backend, scheduler = _check_backend(backend, scheduler)
     replacement = check_bool(replacement, "replacement")
     progress = check_bool(progress, "progress")
     if not isinstance(cache, (bool, np.bool_, str, Path)):
@@ -660,7 +722,13 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
                 replacement, pool, sampler, None if path is None else str(path), key)
         bar = tqdm(total=n_repeats, initial=n_repeats - len(missing), desc="repeats", disable=not progress)
         try:
-            if n_jobs == 1:
+            if backend == "dask":
+                for i, v in _dask_repeats(missing, args, scheduler, n_jobs):
+                    values[i] = v
+                    if path is not None and np.all(np.isfinite(v)):
+                        atomic_save_npz(path / f"repeat-{i:05d}.npz", cache_key=key, values=v)
+                    bar.update(1)
+            elif n_jobs == 1:
                 for i in missing:
                     values[i] = _one_repeat(i, *args)[1]
                     bar.update(1)
