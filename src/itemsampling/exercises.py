@@ -15,11 +15,15 @@ to build, and a grader counts it as failed.
 
 from __future__ import annotations
 
+import ast
 import numbers
+import re
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["check", "WrongAnswer", "NOT_ANSWERED"]
+__all__ = ["check", "WrongAnswer", "NOT_ANSWERED", "run_exercises", "classroom_notebook",
+           "write_classroom_notebooks", "read_notebook", "exercise_start", "stub_source", "answer_names"]
 
 NOT_ANSWERED = "not answered yet"
 
@@ -53,3 +57,186 @@ def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0) -
         raise WrongAnswer(f"{label}: not right yet - expected {expected!r}, got {answer!r}")
     print(f"{label}: correct.")
     return True
+
+
+# --- exercise sections of the chapters: extraction, student and teacher notebooks -----------------
+
+SOLUTION_TAG = "solution"
+CHECK_TAG = "check"
+EXERCISES_HEADING = re.compile(r"^##\s+Exercises\s*$", re.M)
+_ANSWER = re.compile(r"^(answer_\d+_\d+)\s*=", re.M)
+_LABEL_IN_CHECK = re.compile(r"""check\(\s*["'](ex-[\w-]+)["']""")
+_EXERCISE = re.compile(r"```\{exercise\}[^\n]*\n:label:\s*(\S+)\n(.*?)\n```", re.S)
+_SOLUTION_START = re.compile(r"```\{solution-start\}\s*(\S+)\n(?::[^\n]*\n)*```\n?")
+_SOLUTION_END = re.compile(r"```\{solution-end\}\s*\n```\n?")
+BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+
+
+def answer_names(source: str) -> list[str]:
+    """The ``answer_NN_k`` names a solution cell assigns, in order of first assignment."""
+    names: list[str] = []
+    for name in _ANSWER.findall(source):
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def stub_source(source: str) -> str:
+    """The student's stub for a solution cell: ``answer_NN_k = ...  # your answer`` for every
+    answer the solution assigns (an open-ended solution without an answer gets a comment)."""
+    names = answer_names(source)
+    if not names:
+        return "# your work here"
+    return "\n".join(f"{name} = ...  # your answer" for name in names)
+
+
+def read_notebook(path):
+    """A chapter's MyST source (or an ``.ipynb``) as an nbformat notebook."""
+    import jupytext
+
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"notebook {path} does not exist")
+    return jupytext.read(path)
+
+
+def _tags(cell) -> list:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def exercise_start(nb) -> int:
+    """Index of the markdown cell holding the chapter's ``## Exercises`` heading."""
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and EXERCISES_HEADING.search(cell.source):
+            return i
+    raise ValueError("the notebook has no '## Exercises' section")
+
+
+def _exercise_markdown(source: str, teacher: bool) -> str:
+    """MyST exercise directives as plain Markdown that Jupyter renders."""
+    source = _EXERCISE.sub(lambda m: f"**Exercise {m.group(1)}.** {m.group(2).strip()}", source)
+    source = _SOLUTION_START.sub((lambda m: f"**Solution to {m.group(1)}.**\n") if teacher else "", source)
+    return _SOLUTION_END.sub("", source)
+
+
+def _nbgrader(grade_id: str, *, solution: bool, grade: bool, locked: bool, points: int | None = None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+            "solution": solution, "task": False}
+    if points is not None:
+        meta["points"] = points
+    return meta
+
+
+def classroom_notebook(nb, version: str):
+    """The ``"student"`` or ``"teacher"`` notebook of a chapter (a new notebook; ``nb`` is left as
+    it is).
+
+    Both turn the exercise directives into plain Markdown and carry nbgrader's cell metadata: a
+    solution cell is an nbgrader solution cell (``grade_id`` ``<label>-answer``), a check cell an
+    autograded test cell worth one point (``<label>-check``, locked). The teacher version keeps
+    each solution between nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers, after
+    the student's stub, so nbgrader's own ``generate_assignment`` turns it into the student
+    version. The student version replaces every solution cell by its stub
+    (``answer_NN_k = ...  # your answer``), on which the check cell prints "not answered yet".
+    """
+    import copy
+
+    if version not in ("student", "teacher"):
+        raise ValueError(f"version must be 'student' or 'teacher', got {version!r}")
+    teacher = version == "teacher"
+    out = copy.deepcopy(nb)
+    cells = []
+    label = None
+    for cell in out.cells:
+        tags = _tags(cell)
+        if cell.cell_type == "markdown":
+            found = _EXERCISE.findall(cell.source)
+            if found:
+                label = found[-1][0]
+            cell.source = _exercise_markdown(cell.source, teacher)
+            if not cell.source.strip():
+                continue
+        elif SOLUTION_TAG in tags:
+            gid = f"{label or 'exercise'}-answer"
+            stub = stub_source(cell.source)
+            if teacher:
+                cell.source = f"{stub}\n{BEGIN_SOLUTION}\n{cell.source.rstrip()}\n{END_SOLUTION}"
+            else:
+                cell.source = stub
+                cell.outputs = []
+                cell.execution_count = None
+            cell.metadata["nbgrader"] = _nbgrader(gid, solution=True, grade=False, locked=False)
+        elif CHECK_TAG in tags:
+            m = _LABEL_IN_CHECK.search(cell.source)
+            gid = f"{m.group(1) if m else label or 'exercise'}-check"
+            cell.metadata["nbgrader"] = _nbgrader(gid, solution=False, grade=True, locked=True, points=1)
+        cells.append(cell)
+    out.cells = cells
+    out.metadata.pop("jupytext", None)
+    out.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return out
+
+
+def _run_cell(source: str, namespace: dict):
+    """Execute a cell's source like a notebook does: the value of a last bare expression is
+    returned. IPython magics are not supported."""
+    tree = ast.parse(source)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, "<exercise cell>", "exec"), namespace)
+    if last is not None:
+        return eval(compile(ast.Expression(last.value), "<exercise cell>", "eval"), namespace)
+    return None
+
+
+def run_exercises(notebook, version: str = "teacher", answers: dict | None = None) -> dict:
+    """Execute only a chapter's exercise section (from its ``## Exercises`` heading on) and return
+    ``{label: result of its check cell}`` (``True`` right, ``False`` not answered; a wrong answer
+    raises :class:`WrongAnswer`).
+
+    The exercise section of every chapter is self-contained (its first code cell imports what it
+    needs), so this runs in seconds without executing the chapter. ``version="student"`` runs
+    the stubs in place of the solutions; ``answers`` overrides answer names after every solution
+    (or stub) cell that assigns them, e.g. to show that a wrong answer fails its check.
+    """
+    if version not in ("student", "teacher"):
+        raise ValueError(f"version must be 'student' or 'teacher', got {version!r}")
+    nb = read_notebook(notebook) if not hasattr(notebook, "cells") else notebook
+    start = exercise_start(nb)
+    namespace: dict = {"__name__": "__exercises__"}
+    results: dict = {}
+    for cell in nb.cells[start:]:
+        if cell.cell_type != "code":
+            continue
+        tags = _tags(cell)
+        if SOLUTION_TAG in tags:
+            _run_cell(cell.source if version == "teacher" else stub_source(cell.source), namespace)
+            for name in answer_names(cell.source):
+                if answers and name in answers:
+                    namespace[name] = answers[name]
+            continue
+        value = _run_cell(cell.source, namespace)
+        if CHECK_TAG in tags:
+            m = _LABEL_IN_CHECK.search(cell.source)
+            if m is None:
+                raise ValueError(f"check cell without a check('ex-...') call:\n{cell.source}")
+            results[m.group(1)] = value
+    return results
+
+
+def write_classroom_notebooks(notebooks, out_dir) -> list[Path]:
+    """Write ``<out_dir>/student/<chapter>.ipynb`` and ``<out_dir>/teacher/<chapter>.ipynb`` for
+    every MyST chapter in ``notebooks`` (what ``make exercises`` runs). Returns the paths."""
+    import nbformat
+
+    out_dir = Path(out_dir)
+    written = []
+    for path in notebooks:
+        path = Path(path)
+        nb = read_notebook(path)
+        exercise_start(nb)  # every chapter must have its exercise section
+        for version in ("student", "teacher"):
+            target = out_dir / version / f"{path.stem}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(classroom_notebook(nb, version), target)
+            written.append(target)
+    return written
