@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import ast
 import numbers
+import os
 import re
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["check", "WrongAnswer", "NOT_ANSWERED", "run_exercises", "classroom_notebook",
+__all__ = ["check", "WrongAnswer", "NotAnswered", "NOT_ANSWERED", "run_exercises", "classroom_notebook",
            "write_classroom_notebooks", "read_notebook", "exercise_start", "stub_source", "answer_names"]
 
 NOT_ANSWERED = "not answered yet"
@@ -32,6 +33,11 @@ class WrongAnswer(AssertionError):
     """The reader's answer differs from the independent computation."""
 
 
+class NotAnswered(AssertionError):
+    """Raised instead of printing "not answered yet" when nbgrader grades or validates a notebook
+    (it sets ``NBGRADER_EXECUTION``): a blank answer must score no points."""
+
+
 def _is_blank(answer) -> bool:
     return answer is None or answer is Ellipsis
 
@@ -39,9 +45,14 @@ def _is_blank(answer) -> bool:
 def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0) -> bool:
     """Compare ``answer`` with ``expected`` (numbers and arrays within ``rtol``/``atol``; strings,
     booleans and other objects by equality). Returns ``True`` when right, ``False`` when not
-    answered; raises :class:`WrongAnswer` when wrong."""
+    answered (under nbgrader's autograder, which sets ``NBGRADER_EXECUTION``, it raises
+    :class:`NotAnswered` instead, so a blank scores no points); raises :class:`WrongAnswer` when
+    wrong."""
     if _is_blank(answer):
-        print(f"{label}: {NOT_ANSWERED} - assign your answer in the cell above and run this cell again.")
+        message = f"{label}: {NOT_ANSWERED} - assign your answer in the cell above and run this cell again."
+        if os.environ.get("NBGRADER_EXECUTION"):
+            raise NotAnswered(message)
+        print(message)
         return False
     if isinstance(expected, (str, bool, np.bool_)) or not isinstance(
             expected, (numbers.Number, np.ndarray, list, tuple)):
@@ -112,11 +123,42 @@ def exercise_start(nb) -> int:
     raise ValueError("the notebook has no '## Exercises' section")
 
 
-def _exercise_markdown(source: str, teacher: bool) -> str:
-    """MyST exercise directives as plain Markdown that Jupyter renders."""
-    source = _EXERCISE.sub(lambda m: f"**Exercise {m.group(1)}.** {m.group(2).strip()}", source)
-    source = _SOLUTION_START.sub((lambda m: f"**Solution to {m.group(1)}.**\n") if teacher else "", source)
-    return _SOLUTION_END.sub("", source)
+_DIRECTIVES = re.compile("|".join(f"(?P<{name}>{rx.pattern})" for name, rx in (
+    ("exercise", _EXERCISE), ("start", _SOLUTION_START), ("end", _SOLUTION_END))), re.S)
+
+
+def _exercise_markdown(source: str, teacher: bool, inside: bool):
+    """MyST exercise directives as plain Markdown that Jupyter renders, split into segments
+    ``(text, is_solution)``. ``inside`` says whether the cell starts inside a solution (between
+    ``{solution-start}`` and ``{solution-end}``); the student version drops what is inside.
+    Returns the segments, whether the cell ends inside a solution, and the label of the last
+    exercise it states."""
+    segments, pos, label, current = [], 0, None, []
+
+    def flush(is_solution):
+        text = re.sub(r"\n{3,}", "\n\n", "".join(current)).strip("\n")
+        if text.strip() and (teacher or not is_solution):
+            segments.append((text, is_solution))
+        current.clear()
+
+    for m in _DIRECTIVES.finditer(source):
+        current.append(source[pos:m.start()])
+        if m.group("exercise"):
+            found = _EXERCISE.match(m.group(0))
+            label = found.group(1)
+            current.append(f"**Exercise {label}.** {found.group(2).strip()}")
+        elif m.group("start"):
+            flush(inside)
+            inside = True
+            if teacher:
+                current.append(f"**Solution to {_SOLUTION_START.match(m.group(0)).group(1)}.**\n\n")
+        else:
+            flush(inside)
+            inside = False
+        pos = m.end()
+    current.append(source[pos:])
+    flush(inside)
+    return segments, inside, label
 
 
 def _nbgrader(grade_id: str, *, solution: bool, grade: bool, locked: bool, points: int | None = None) -> dict:
@@ -141,21 +183,29 @@ def classroom_notebook(nb, version: str):
     """
     import copy
 
+    import nbformat
+
     if version not in ("student", "teacher"):
         raise ValueError(f"version must be 'student' or 'teacher', got {version!r}")
     teacher = version == "teacher"
     out = copy.deepcopy(nb)
     cells = []
-    label = None
+    label, inside = None, False
     for cell in out.cells:
         tags = _tags(cell)
         if cell.cell_type == "markdown":
-            found = _EXERCISE.findall(cell.source)
-            if found:
-                label = found[-1][0]
-            cell.source = _exercise_markdown(cell.source, teacher)
-            if not cell.source.strip():
-                continue
+            segments, inside_after, stated = _exercise_markdown(cell.source, teacher, inside)
+            label = stated or label
+            inside = inside_after
+            for text, is_solution in segments:
+                md = nbformat.v4.new_markdown_cell(text)
+                if is_solution:
+                    md.source = f"{BEGIN_SOLUTION}\n{text}\n{END_SOLUTION}"
+                    # nbgrader: a markdown answer is a manually graded answer
+                    md.metadata["nbgrader"] = _nbgrader(f"{label or 'exercise'}-explanation", solution=True,
+                                                        grade=True, locked=False, points=0)
+                cells.append(md)
+            continue
         elif SOLUTION_TAG in tags:
             gid = f"{label or 'exercise'}-answer"
             stub = stub_source(cell.source)
@@ -166,11 +216,20 @@ def classroom_notebook(nb, version: str):
                 cell.outputs = []
                 cell.execution_count = None
             cell.metadata["nbgrader"] = _nbgrader(gid, solution=True, grade=False, locked=False)
+        elif inside and not teacher:
+            continue  # any other cell of a solution is part of the solution
         elif CHECK_TAG in tags:
             m = _LABEL_IN_CHECK.search(cell.source)
             gid = f"{m.group(1) if m else label or 'exercise'}-check"
             cell.metadata["nbgrader"] = _nbgrader(gid, solution=False, grade=True, locked=True, points=1)
         cells.append(cell)
+    # an explanation earns the exercise's point where no check cell grades it (open-ended exercises)
+    checked = {c.metadata["nbgrader"]["grade_id"][:-len("-check")] for c in cells
+               if c.metadata.get("nbgrader", {}).get("grade_id", "").endswith("-check")}
+    for c in cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id", "")
+        if gid.endswith("-explanation") and gid[:-len("-explanation")] not in checked:
+            c.metadata["nbgrader"]["points"] = 1
     out.cells = cells
     out.metadata.pop("jupytext", None)
     out.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -188,15 +247,18 @@ def _run_cell(source: str, namespace: dict):
     return None
 
 
-def run_exercises(notebook, version: str = "teacher", answers: dict | None = None) -> dict:
+def run_exercises(notebook, version: str = "teacher", answers=None, raise_wrong: bool = True) -> dict:
     """Execute only a chapter's exercise section (from its ``## Exercises`` heading on) and return
     ``{label: result of its check cell}`` (``True`` right, ``False`` not answered; a wrong answer
     raises :class:`WrongAnswer`).
 
     The exercise section of every chapter is self-contained (its first code cell imports what it
     needs), so this runs in seconds without executing the chapter. ``version="student"`` runs
-    the stubs in place of the solutions; ``answers`` overrides answer names after every solution
-    (or stub) cell that assigns them, e.g. to show that a wrong answer fails its check.
+    the stubs in place of the solutions; ``answers`` replaces answers after every solution (or
+    stub) cell that assigns them: a dict ``{"answer_NN_k": value}``, or a function
+    ``(name, value) -> new value`` (e.g. to show that a perturbed answer fails its check). With
+    ``raise_wrong=False`` a wrong answer does not stop the run: its check's result is the
+    :class:`WrongAnswer` raised.
     """
     if version not in ("student", "teacher"):
         raise ValueError(f"version must be 'student' or 'teacher', got {version!r}")
@@ -211,10 +273,17 @@ def run_exercises(notebook, version: str = "teacher", answers: dict | None = Non
         if SOLUTION_TAG in tags:
             _run_cell(cell.source if version == "teacher" else stub_source(cell.source), namespace)
             for name in answer_names(cell.source):
-                if answers and name in answers:
+                if callable(answers):
+                    namespace[name] = answers(name, namespace.get(name))
+                elif answers and name in answers:
                     namespace[name] = answers[name]
             continue
-        value = _run_cell(cell.source, namespace)
+        try:
+            value = _run_cell(cell.source, namespace)
+        except WrongAnswer as wrong:
+            if raise_wrong or CHECK_TAG not in tags:
+                raise
+            value = wrong
         if CHECK_TAG in tags:
             m = _LABEL_IN_CHECK.search(cell.source)
             if m is None:
