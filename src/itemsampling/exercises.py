@@ -1,4 +1,4 @@
-"""Check cells of the book's exercises.
+"""Exercises: check cells, and the student and teacher notebooks of the chapters.
 
 Every exercise with an answer has a solution cell that assigns ``answer_<chapter>_<n>`` and, right
 after it, a check cell::
@@ -11,6 +11,13 @@ right. An unanswered exercise (``None`` or ``...``) prints a "not answered yet" 
 ``False`` without raising, so a student notebook runs on; a wrong answer raises
 :class:`WrongAnswer` (an ``AssertionError``), so a book whose solution drifted from its check fails
 to build, and a grader counts it as failed.
+
+A chapter's exercise section (from its ``## Exercises`` heading to the end) runs on its own:
+:func:`run_exercises` executes just those cells, with the solutions or with the student's blanks.
+:func:`classroom_notebook` turns a chapter into its student notebook (solution cells replaced by
+``answer_NN_k = ...  # your answer``, solution prose dropped) or its teacher notebook (solutions
+between nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers); both carry nbgrader's
+cell metadata. ``make exercises`` (``tools/make_exercises.py``) writes them for every chapter.
 """
 
 from __future__ import annotations
