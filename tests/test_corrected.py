@@ -292,9 +292,20 @@ def test_singular_systems_are_refused():
     # N = n = 2: the kernel is the identity, so Var[x | R] = 0 and MN reduces to diag(p)
     with pytest.raises(ValueError, match="singular"):
         corrected_metric("recall", 1, 2, 2, "mn", prior=[1.0, 0.0], n_users=10)
-    # gamma = 0 is a least-squares problem and stays defined (minimum norm)
-    x = corrected_metric("recall", 5, N, n, "bv", prior=point, gamma=0.0)
-    assert np.all(np.isfinite(x)) and x[0] == pytest.approx(1.0)
+    # gamma = 0 follows the same rule: the rank with c_r = 0 is not determined, so it is refused
+    with pytest.raises(ValueError, match="singular: sampled rank r = 2"):
+        corrected_metric("recall", 5, N, n, "bv", prior=point, gamma=0.0)
+
+
+def test_bv_gamma_zero_refused_where_gamma_tiny_is():
+    # N = 3000, n = 100, uniform prior: A^T A is numerically singular. gamma = 1e-12 was refused
+    # while gamma = 0 returned entries of size 1e10; both are refused now, by one rule
+    for g in (0.0, 1e-12):
+        with pytest.raises(ValueError, match="numerically singular"):
+            corrected_metric("recall", 10, 3000, 100, "bv", gamma=g)
+    # where the system is well conditioned gamma = 0 is the gamma -> 0 limit
+    x0 = corrected_metric("recall", 10, 100, 5, "bv", gamma=0.0)
+    np.testing.assert_allclose(corrected_metric("recall", 10, 100, 5, "bv", gamma=1e-10), x0, rtol=1e-6, atol=1e-8)
 
 
 # --- exact moments and the MSE terms of TORS Eq. 38-39 ----------------------------------------

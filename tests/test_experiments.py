@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -122,6 +124,9 @@ class Flaky:
         self.calls = 0
         self.fail_at = fail_at
 
+    #: the values are those of ``evaluate`` whatever the counters: one cache key for every instance
+    cache_token = "evaluate"
+
     def __call__(self, r, N, n, metric, k):
         self.calls += 1
         if self.fail_at is not None and self.calls == self.fail_at:
@@ -137,11 +142,13 @@ def test_runner_resumes_after_interruption(gr, tmp_path):
     flaky = Flaky(fail_at=3 * 6 + 2)
     with pytest.raises(KeyboardInterrupt):
         E.run_experiment(gr, cache=tmp_path / "run", estimators={"sampled": flaky}, **kw)
-    done = sorted(p.name for p in (tmp_path / "run").glob("repeat-*.npz"))
+    (folder,) = (tmp_path / "run").iterdir()  # one sub-folder per cache key
+    done = sorted(p.name for p in folder.glob("repeat-*.npz"))
     assert done == [f"repeat-{i:05d}.npz" for i in range(6)]
-    assert not list((tmp_path / "run").glob(".*"))  # no half-written file
+    assert not list(folder.glob(".*"))  # no half-written file
     again = Flaky()
     res = E.run_experiment(gr, cache=tmp_path / "run", estimators={"sampled": again}, **kw)
+    assert Path(res.cache_path) == folder
     assert again.calls == 3 * 4  # only the 4 missing repeats were computed
     assert np.array_equal(res.values, ref.values)
     # a third run computes nothing

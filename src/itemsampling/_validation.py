@@ -4,17 +4,77 @@
 from __future__ import annotations
 
 import numbers
+import os
 
 import numpy as np
 
 
-def as_rng(rng=None) -> np.random.Generator:
-    """SPEC 7: accept ``None``, an integer seed, a ``SeedSequence`` or a ``Generator``."""
+def as_rng(rng=None, name: str = "rng") -> np.random.Generator:
+    """SPEC 7: accept ``None``, a non-negative integer seed, a ``SeedSequence`` or a ``Generator``.
+
+    Floats (``rng=3.5``, even ``3.0``), booleans and negative seeds are refused with a
+    ``ValueError`` naming the argument, never truncated."""
     if isinstance(rng, np.random.Generator):
         return rng
-    if rng is None or isinstance(rng, (numbers.Integral, np.random.SeedSequence)):
+    if isinstance(rng, np.random.SeedSequence) or rng is None:
         return np.random.default_rng(rng)
-    raise ValueError(f"rng must be None, an integer seed or a numpy Generator, got {type(rng).__name__}")
+    if isinstance(rng, (numbers.Integral, np.integer)) and not isinstance(rng, (bool, np.bool_)):
+        if int(rng) < 0:
+            raise ValueError(f"{name} must be a non-negative integer seed, got {int(rng)}")
+        return np.random.default_rng(int(rng))
+    raise ValueError(f"{name} must be None, a non-negative integer seed, a SeedSequence or a numpy Generator, "
+                     f"got {rng!r} ({type(rng).__name__})")
+
+
+def check_bool(value, name: str, allow_none: bool = False):
+    """Return ``value`` as a Python bool if it is ``True``/``False`` (or a numpy bool).
+
+    Strings (``'False'`` is truthy), integers 0/1 and ``None`` (unless ``allow_none``) are refused
+    with a ``ValueError`` naming the argument: a flag is never read by its truthiness."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    allowed = "True, False or None" if allow_none else "True or False"
+    raise ValueError(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
+
+
+def _format_bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024.0
+    return f"{n:.1f} PiB"  # pragma: no cover
+
+
+def memory_limit() -> int:
+    """The largest single allocation the package attempts, in bytes: ``$ITEMSAMPLING_MEMORY_LIMIT``
+    if set (bytes), otherwise the machine's physical memory."""
+    env = os.environ.get("ITEMSAMPLING_MEMORY_LIMIT")
+    if env:
+        try:
+            value = int(float(env))
+        except ValueError:
+            raise ValueError(f"ITEMSAMPLING_MEMORY_LIMIT must be a number of bytes, got {env!r}") from None
+        if value <= 0:
+            raise ValueError(f"ITEMSAMPLING_MEMORY_LIMIT must be positive, got {env!r}")
+        return value
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 1 << 40
+
+
+def check_memory(n_bytes, what: str, argument: str) -> None:
+    """Refuse, before allocating, a request that needs more than :func:`memory_limit` bytes.
+
+    ``what`` describes the allocation (e.g. ``"the N x n kernel"``), ``argument`` the argument(s) to
+    reduce; the ``ValueError`` says how much memory the request needs and how much there is."""
+    need = float(n_bytes)
+    limit = memory_limit()
+    if not np.isfinite(need) or need > limit:
+        raise ValueError(f"{what} needs {_format_bytes(need)} of memory but at most {_format_bytes(limit)} "
+                         f"is available; reduce {argument}")
 
 
 def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:

@@ -91,6 +91,8 @@ def order_string(values: dict, atol: float = 1e-9, higher_is_better: bool = True
     joined with ``=`` so round-off never shows as a strict order."""
     if not values:
         raise ValueError("values must not be empty")
+    if not isinstance(higher_is_better, (bool, np.bool_)):
+        raise ValueError(f"higher_is_better must be True or False, got {higher_is_better!r}")
     atol = float(atol)
     if not np.isfinite(atol) or atol < 0:
         raise ValueError(f"atol must be a finite number >= 0, got {atol}")

@@ -37,6 +37,7 @@ a second call is instant.
 from __future__ import annotations
 
 import functools
+import os
 import time
 import zlib
 from collections.abc import Mapping
@@ -48,9 +49,10 @@ import numpy as np
 import pandas as pd
 
 from . import models as _models
-from ._validation import check_int
+from ._validation import as_rng, check_bool, check_int, check_ranks
 from .data import (CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, leave_last_out, load_dataset,
                    load_npz, load_truth, n_items_of, stable_hash)
+from .data.cache import CacheWarning, fingerprint, package_fingerprint, path_fingerprint
 from .metrics import canonical_metric, evaluate, metric_values
 from .ranking import global_ranks
 from .sampling import sample_ranks, sampled_metric_moments
@@ -69,6 +71,8 @@ __all__ = [
     "ExplicitSampler",
     "ExperimentResult",
     "run_experiment",
+    "experiment_key",
+    "dataset_fingerprint",
     "uncorrected",
 ]
 
@@ -133,6 +137,7 @@ def fit_models(dataset: str = "sim-ml1m", models=None, rng: int = 0, progress: b
     """Fit models (names, default :data:`DEFAULT_MODELS`) on the ``load_split`` training part.
     Returns ``(train, test, {name: fitted model}, {name: fit seconds})``."""
     names = _model_names(models)
+    progress = check_bool(progress, "progress")
     train, test = load_split(dataset, rng)
     fitted, seconds = {}, {}
     it = names
@@ -211,19 +216,61 @@ def _code_version() -> str:
     """Hash of the source of the modules that produce the ranks: editing them invalidates caches."""
     import inspect
 
-    from . import data as _data
     from . import ranking as _ranking
+    from .data import cache as _cache
+    from .data import frames as _frames
+    from .data import simulator as _simulator
 
-    return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _data)])
+    return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _cache, _frames, _simulator)])
 
 
-def _ranks_path(dataset, name, exclude_train, rng) -> Path:
+def dataset_fingerprint(dataset) -> dict:
+    """What a cache key records about a dataset: for an embedded dataset its name and simulator
+    configuration; for a folder or file of real data its resolved path and a hash of the content
+    of every file in it (:func:`itemsampling.data.cache.path_fingerprint`), so editing, adding or
+    removing a data file invalidates every result computed from it."""
+    if isinstance(dataset, str) and dataset in DATASETS:
+        return {"name": dataset, "config": dict(DATASETS[dataset].__dict__)}
+    path = Path(dataset)
+    return {"path": str(path.resolve()), "content": path_fingerprint(path)}
+
+
+def _dataset_label(dataset) -> str:
+    """A file-name-safe label of a dataset for the cache folder."""
+    if isinstance(dataset, str) and dataset in DATASETS:
+        return dataset
+    text = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(dataset).name) or "data"
+    return f"{text[:40]}-{stable_hash(str(Path(dataset).resolve()))[:8]}"
+
+
+def _ranks_path(dataset, name, exclude_train, rng, data_key=None) -> tuple[Path, str]:
     cls_name, params = MODEL_SPECS[name]
-    key = stable_hash({"v": CACHE_VERSION, "code": _code_version(), "dataset": dataset,
-                       "config": DATASETS[dataset].__dict__,
+    key = stable_hash({"v": CACHE_VERSION, "code": _code_version(), "package": package_fingerprint(),
+                       "dataset": data_key if data_key is not None else dataset_fingerprint(dataset),
                        "model": cls_name, "params": params, "name": name, "rng": rng,
                        "exclude_train": bool(exclude_train)})
-    return cache_dir("ranks", dataset) / f"{name}-{key}.npz"
+    return cache_dir("ranks", _dataset_label(dataset)) / f"{name}-{key}.npz", key
+
+
+def _valid_ranks_file(z: dict, ref: dict | None) -> bool:
+    """Semantic check of a verified ranks cache file: ranks in ``1..N_u``, pools in ``2..N``,
+    aligned arrays, and the same test users as the other models' files (``ref``)."""
+    try:
+        ranks, pools, n = z["ranks"], z["pools"], int(z["n_items"])
+        ok = (ranks.ndim == 1 and ranks.size > 0 and ranks.dtype.kind in "iu"
+              and ranks.shape == pools.shape == z["users"].shape == z["items"].shape
+              and ranks.min() >= 1 and np.all(ranks <= pools) and pools.max() <= n and n >= 2)
+        if ok and ref is not None:
+            ok = (int(ref["n_items"]) == n and np.array_equal(ref["users"], z["users"])
+                  and np.array_equal(ref["items"], z["items"]) and np.array_equal(ref["pools"], z["pools"]))
+    except (KeyError, ValueError, TypeError):
+        ok = False
+    if not ok:
+        import warnings
+
+        warnings.warn("a ranks cache file is inconsistent (ranks outside their pools or another split); "
+                      "recomputing it", CacheWarning, stacklevel=3)
+    return ok
 
 
 def load_global_ranks(dataset: str = "sim-ml1m", models=None, exclude_train: bool = True, rng: int = 0,
@@ -247,12 +294,16 @@ def load_global_ranks(dataset: str = "sim-ml1m", models=None, exclude_train: boo
     _check_dataset(dataset)
     names = _model_names(models)
     rng = check_int(rng, "rng", low=0)
+    exclude_train = check_bool(exclude_train, "exclude_train")
+    progress = check_bool(progress, "progress")
+    data_key = dataset_fingerprint(dataset)
     out, seconds = {}, {}
     todo = []
     meta = None
     for name in names:
-        z = load_npz(_ranks_path(dataset, name, exclude_train, rng))
-        if z is None:
+        path, key = _ranks_path(dataset, name, exclude_train, rng, data_key)
+        z = load_npz(path, cache_key=key)
+        if z is None or not _valid_ranks_file(z, meta):
             todo.append(name)
         else:
             out[name] = z["ranks"]
@@ -274,7 +325,8 @@ def load_global_ranks(dataset: str = "sim-ml1m", models=None, exclude_train: boo
                                         return_pool=True)
             users = test["user"].to_numpy(np.int64)
             items = test["item"].to_numpy(np.int64)
-            atomic_save_npz(_ranks_path(dataset, name, exclude_train, rng), ranks=ranks, pools=pools,
+            path, key = _ranks_path(dataset, name, exclude_train, rng, data_key)
+            atomic_save_npz(path, cache_key=key, ranks=ranks, pools=pools,
                             users=users, items=items, n_items=np.int64(n_items_of(train)),
                             seconds=np.float64(time.perf_counter() - t), fit_seconds=np.float64(fit_s))
             out[name] = ranks
@@ -292,11 +344,10 @@ def sample_pool_ranks(global_ranks, pool_sizes, sample_size: int, rng=None, repl
     r"""Sampled ranks when each user's decoys come from their own pool of :math:`N_u` items:
     :func:`itemsampling.sampling.sample_ranks` applied to each group of users with the same pool
     size (so :math:`r_u - 1 \sim \mathrm{Binomial}(n-1, (R_u-1)/(N_u-1))` with replacement)."""
-    R = np.asarray(global_ranks)
-    P = np.asarray(pool_sizes)
-    if R.shape != P.shape or R.ndim != 1:
-        raise ValueError("global_ranks and pool_sizes must be 1-d arrays of the same length")
-    gen = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    R, P = _check_ranks_pools(global_ranks, pool_sizes)
+    replacement = check_bool(replacement, "replacement")
+    sample_size = check_int(sample_size, "sample_size", low=2, high=int(P.min()) if not replacement else None)
+    gen = as_rng(rng)
     out = np.empty(R.size, dtype=np.int64)
     uniq, inv = np.unique(P, return_inverse=True)
     order = np.argsort(inv, kind="stable")
@@ -305,6 +356,21 @@ def sample_pool_ranks(global_ranks, pool_sizes, sample_size: int, rng=None, repl
         rows = order[bounds[g]:bounds[g + 1]]
         out[rows] = sample_ranks(R[rows], int(N_u), sample_size, rng=gen, replacement=replacement)
     return out
+
+
+def _check_ranks_pools(global_ranks, pool_sizes) -> tuple[np.ndarray, np.ndarray]:
+    """Integral pool sizes ``N_u >= 2`` and ranks ``1 <= R_u <= N_u`` of the same length."""
+    P = check_ranks(pool_sizes, "pool_sizes")
+    R = check_ranks(global_ranks, "global_ranks")
+    if R.shape != P.shape:
+        raise ValueError(f"global_ranks and pool_sizes must have the same length, got {R.size} and {P.size}")
+    if P.min() < 2:
+        raise ValueError(f"pool_sizes must be >= 2, got {P.min()}")
+    bad = np.flatnonzero(R > P)
+    if bad.size:
+        raise ValueError(f"global_ranks must lie in 1..pool_sizes; user {bad[0]} has rank {R[bad[0]]} "
+                         f"> pool size {P[bad[0]]}")
+    return R, P
 
 
 def expected_sampled_by_pool(global_ranks, pool_sizes, sample_size: int, metric: str, k: int | None = None,
@@ -317,10 +383,8 @@ def expected_sampled_by_pool(global_ranks, pool_sizes, sample_size: int, metric:
     :math:`\mathbb E[T^S] = \frac1M\sum_u \mathbb E[F(r_u)\mid R_u, N_u]` and
     :math:`\mathrm{Var}[T^S] = \frac1{M^2}\sum_u \mathrm{Var}[F(r_u)\mid R_u, N_u]`.
     """
-    R = np.asarray(global_ranks)
-    P = np.asarray(pool_sizes)
-    if R.shape != P.shape or R.ndim != 1 or R.size == 0:
-        raise ValueError("global_ranks and pool_sizes must be non-empty 1-d arrays of the same length")
+    R, P = _check_ranks_pools(global_ranks, pool_sizes)
+    replacement = check_bool(replacement, "replacement")
     total, var = 0.0, 0.0
     for N_u in np.unique(P):
         sel = P == N_u
@@ -336,8 +400,7 @@ def exact_metric(global_ranks, metric: str, k: int | None, n_items: int, pool_si
     name = canonical_metric(metric)
     if name != "auc" or pool_sizes is None:
         return evaluate(global_ranks, name, k, n_items)
-    R = np.asarray(global_ranks)
-    P = np.asarray(pool_sizes)
+    R, P = _check_ranks_pools(global_ranks, pool_sizes)
     total = 0.0
     for N_u in np.unique(P):
         sel = P == N_u
@@ -358,7 +421,8 @@ class ExplicitSampler:
     def __init__(self, fitted: dict, train: pd.DataFrame, test: pd.DataFrame, exclude_train: bool = True,
                  replacement: bool = True):
         self.fitted, self.train, self.test = fitted, train, test
-        self.exclude_train, self.replacement = exclude_train, replacement
+        self.exclude_train = check_bool(exclude_train, "exclude_train")
+        self.replacement = check_bool(replacement, "replacement")
 
     def __call__(self, name: str, sample_size: int, rng) -> np.ndarray:
         from .ranking import sampled_ranks_explicit
@@ -458,11 +522,23 @@ def _repeat_seed(rng: int, repeat: int, *labels) -> np.random.SeedSequence:
     return np.random.SeedSequence(int(rng), spawn_key=(int(repeat),) + tuple(zlib.crc32(str(x).encode()) for x in labels))
 
 
+class _ParentGone(Exception):
+    """Raised in a worker whose parent process has died: it stops without writing anything."""
+
+
+def _parent_alive(parent_pid) -> bool:
+    import os
+
+    return parent_pid is None or os.getppid() == parent_pid
+
+
 def _one_repeat(repeat, ranks, pools, n_items, models, sample_sizes, metrics, estimators, rng, replacement,
-                pool, sampler, path):
+                pool, sampler, path, cache_key="", parent_pid=None):
     out = np.empty((len(models), len(sample_sizes), len(metrics), len(estimators)))
     for a, mo in enumerate(models):
         for b, n in enumerate(sample_sizes):
+            if not _parent_alive(parent_pid):  # killed or interrupted parent: stop, write nothing
+                raise _ParentGone(repeat)
             gen = np.random.default_rng(_repeat_seed(rng, repeat, mo, n))
             if sampler is not None:
                 r = sampler(mo, n, gen)
@@ -473,15 +549,83 @@ def _one_repeat(repeat, ranks, pools, n_items, models, sample_sizes, metrics, es
             for c, (me, k) in enumerate(metrics):
                 for d, fn in enumerate(estimators.values()):
                     out[a, b, c, d] = fn(r, n_items, n, me, k)
-    if path is not None:
-        atomic_save_npz(Path(path) / f"repeat-{repeat:05d}.npz", values=out)
+    # a repeat holding NaN is returned but never cached; an orphaned worker never writes
+    if path is not None and np.all(np.isfinite(out)) and _parent_alive(parent_pid):
+        atomic_save_npz(Path(path) / f"repeat-{repeat:05d}.npz", cache_key=cache_key, values=out)
     return repeat, out
+
+
+#: Environment variable naming a Dask scheduler address for :func:`run_experiment` (``backend=None``).
+SCHEDULER_ENV = "ITEMSAMPLING_SCHEDULER"
+
+
+def _check_backend(backend, scheduler):
+    if backend is None:
+        env = os.environ.get(SCHEDULER_ENV, "").strip()
+        if scheduler is None and env:
+            scheduler = env
+        backend = "dask" if scheduler is not None else "local"
+    if backend not in ("local", "dask"):
+        raise ValueError(f"backend must be 'local', 'dask' or None, got {backend!r}")
+    if scheduler is not None:
+        if backend != "dask":
+            raise ValueError("scheduler is used by backend='dask' only")
+        if not isinstance(scheduler, str) or not scheduler.strip():
+            raise ValueError(f"scheduler must be a Dask scheduler address such as 'tcp://host:8786', got {scheduler!r}")
+    return backend, scheduler
+
+
+def _dask_repeats(missing, args, scheduler, n_jobs):
+    """Yield ``(repeat, values)`` for the ``missing`` repeats, computed as Dask tasks by
+    :func:`_one_repeat` (the same function and seeds as the serial run), as they finish. Workers
+    write nothing (the caller caches each result). A local cluster started here is closed on exit,
+    also on error or interruption."""
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if scheduler is None:
+        workers = n_jobs if n_jobs > 1 else (os.cpu_count() or 1)
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    else:
+        try:
+            client = Client(scheduler, timeout="30s")
+        except OSError as exc:
+            raise ValueError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}") from exc
+    try:
+        *shared, _path, key = args  # the cache folder stays here: workers get None and write nothing
+        futs = client.scatter(list(shared), broadcast=True)
+        tasks = [client.submit(_one_repeat, i, *futs, None, key, None, pure=False) for i in missing]
+        for fut in as_completed(tasks):
+            yield fut.result()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def experiment_key(ranks: GlobalRanks, sizes, metrics, estimators: dict, rng: int, replacement: bool, pool: str,
+                   sampler=None, name=None) -> str:
+    """The cache key of a :func:`run_experiment` call: a hash of every input that changes a value
+    (see its ``cache`` argument)."""
+    models = list(ranks.keys())
+    return stable_hash({
+        "v": CACHE_VERSION, "package": package_fingerprint(), "dataset": str(ranks.dataset),
+        "exclude_train": bool(ranks.exclude_train), "rank_rng": ranks.rng, "models": models,
+        "ranks": [fingerprint(np.asarray(ranks[m], dtype=np.int64)) for m in models],
+        "n_items": int(ranks.n_items), "pool_sizes": fingerprint(np.asarray(ranks.pool_sizes, dtype=np.int64)),
+        "users": fingerprint(np.asarray(ranks.users)), "test_items": fingerprint(np.asarray(ranks.test_items)),
+        "sizes": [int(n) for n in sizes], "metrics": [list(m) for m in metrics],
+        "estimators": {k: fingerprint(f) for k, f in estimators.items()}, "estimator_order": list(estimators),
+        "rng": int(rng), "replacement": bool(replacement), "pool": pool,
+        "sampler": None if sampler is None else fingerprint(sampler), "name": name})
 
 
 def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100, metrics=DEFAULT_METRICS,
                    estimators: dict | None = None, rng: int = 0, replacement: bool = True, pool: str = "user",
                    sampler: Callable | None = None, n_jobs: int = 1, cache: bool | str | Path = True,
-                   name: str | None = None, progress: bool = True) -> ExperimentResult:
+                   name: str | None = None, progress: bool = True, backend: str | None = None,
+                   scheduler: str | None = None) -> ExperimentResult:
     """Repeat a sampled evaluation ``n_repeats`` times and evaluate metrics and estimators.
 
     For every repeat, model and sample size ``n``: draw each user's sampled rank (through the
@@ -496,15 +640,50 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
       ``n_jobs`` or on which repeats were already done.
     * ``cache`` (True: ``data/cache/experiments/<key>``; or a folder; False: off): every finished
       repeat is written atomically as soon as it is done, so an interrupted run resumes with the
-      missing repeats only. The key hashes the ranks' provenance, the settings and the estimator
-      *names* (rename an estimator when you change its code, or pass ``name``).
-    * ``n_jobs`` > 1 runs repeats in parallel with joblib; a tqdm bar shows progress.
+      missing repeats only. The key covers every input that changes a value: the ranks themselves,
+      the catalog size ``N``, the pool sizes and test users, the sample sizes, metrics, seed,
+      ``replacement``, ``pool``, the estimators and the sampler (by content: code, parameters,
+      closures; :func:`itemsampling.data.cache.fingerprint`) and the package version and source.
+      An explicit folder holds one sub-folder per key, so runs with other inputs never share files.
+      Every file carries its key and a checksum; a file that does not verify (truncated, edited,
+      holding NaN) is recomputed with a :class:`~itemsampling.data.cache.CacheWarning`. A repeat
+      whose values hold NaN is returned but never cached.
+    * ``n_jobs`` > 1 runs repeats in parallel with joblib; a tqdm bar shows progress. Workers check
+      that the calling process is alive before each step and before writing: when it is killed or
+      interrupted they stop without writing any file.
+    * ``backend="dask"`` runs the repeats as tasks on a Dask cluster (``dask.distributed``):
+      ``scheduler=None`` starts a local cluster of ``n_jobs`` worker processes (all cores for
+      ``n_jobs`` in (1, -1)) and shuts it down afterwards, also on error or interruption;
+      ``scheduler="tcp://host:8786"`` uses an existing cluster. Results are bit-identical to
+      ``n_jobs=1`` for the same ``rng`` (the same per-repeat function and seeds). Workers write
+      nothing: this process caches each finished repeat as it arrives (same key, checksum and
+      resume as above), so the cache works even when the workers share no disk with it.
+      ``backend=None`` (default) is ``"local"`` (joblib / serial) unless the environment variable
+      ``ITEMSAMPLING_SCHEDULER`` holds an address (set by ``python -m itemsampling.run
+      --scheduler ADDRESS``), which selects ``"dask"`` on that cluster.
     """
     if not isinstance(ranks, GlobalRanks):
         raise ValueError("ranks must be a GlobalRanks (from load_global_ranks)")
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
     rng = check_int(rng, "rng", low=0)
     n_jobs = check_int(n_jobs, "n_jobs", low=-1)
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be >= 1 or -1 (all cores), got 0")
+    backend, scheduler = _check_backend(backend, scheduler)
+    replacement = check_bool(replacement, "replacement")
+    progress = check_bool(progress, "progress")
+    if not isinstance(cache, (bool, np.bool_, str, Path)):
+        raise ValueError(f"cache must be True, False or a folder path, got {cache!r}")
+    if isinstance(cache, str) and cache in ("True", "False", ""):
+        raise ValueError(f"cache must be True, False or a folder path, got the string {cache!r}")
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"name must be a string or None, got {name!r}")
+    if sampler is not None and not callable(sampler):
+        raise ValueError("sampler must be a callable sampler(model, n, rng) or None")
+    _check_ranks_pools(ranks[next(iter(ranks))] if len(ranks) else [1], ranks.pool_sizes
+                       if len(ranks) else [2])
+    if int(ranks.pool_sizes.max()) > int(ranks.n_items):
+        raise ValueError(f"ranks.pool_sizes must be <= ranks.n_items = {ranks.n_items}")
     sizes = [check_int(n, "sample_size", low=2, high=int(ranks.pool_sizes.min()) if pool == "user" and not replacement
                        else ranks.n_items) for n in np.atleast_1d(sample_sizes)]
     if pool not in ("user", "catalog"):
@@ -519,21 +698,17 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
     models = list(ranks.keys())
     exact = np.array([[exact_metric(ranks[mo], me, k, ranks.n_items, ranks.pool_sizes if pool == "user" else None)
                        for me, k in mets] for mo in models])
-    path = None
-    if cache:
-        key = stable_hash({"v": CACHE_VERSION, "dataset": ranks.dataset, "exclude_train": ranks.exclude_train,
-                           "rank_rng": ranks.rng, "models": models, "model_specs": [MODEL_SPECS.get(m) for m in models],
-                           "ranks_digest": [stable_hash(ranks[m].tolist()) for m in models],
-                           "sizes": sizes, "metrics": mets, "estimators": list(estimators), "rng": rng,
-                           "replacement": replacement, "pool": pool, "sampler": None if sampler is None else
-                           (name or type(sampler).__name__), "name": name})
-        path = Path(cache) if not isinstance(cache, bool) else cache_dir("experiments") / key
+    path, key = None, ""
+    if cache is not False and not (isinstance(cache, np.bool_) and not cache):
+        key = experiment_key(ranks, sizes, mets, estimators, rng, replacement, pool, sampler, name)
+        base = cache_dir("experiments") if isinstance(cache, (bool, np.bool_)) else Path(cache)
+        path = base / key
         path.mkdir(parents=True, exist_ok=True)
     values = np.empty((n_repeats, len(models), len(sizes), len(mets), len(estimators)))
     missing = []
     for i in range(n_repeats):
-        z = load_npz(path / f"repeat-{i:05d}.npz") if path is not None else None
-        if z is not None and z["values"].shape == values.shape[1:]:
+        z = load_npz(path / f"repeat-{i:05d}.npz", cache_key=key) if path is not None else None
+        if z is not None and "values" in z and z["values"].shape == values.shape[1:]:
             values[i] = z["values"]
         else:
             missing.append(i)
@@ -541,20 +716,30 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
     if missing:
         from tqdm import tqdm
 
-        args = (ranks.ranks, ranks.pool_sizes, ranks.n_items, models, sizes, mets, estimators, rng,
-                replacement, pool, sampler, None if path is None else str(path))
-        bar = tqdm(total=n_repeats, initial=n_repeats - len(missing), desc="repeats", disable=not progress)
-        if n_jobs == 1:
-            for i in missing:
-                values[i] = _one_repeat(i, *args)[1]
-                bar.update(1)
-        else:
-            from joblib import Parallel, delayed
+        import os
 
-            par = Parallel(n_jobs=n_jobs, return_as="generator_unordered")
-            for i, v in par(delayed(_one_repeat)(i, *args) for i in missing):
-                values[i] = v
-                bar.update(1)
-        bar.close()
+        args = (ranks.ranks, ranks.pool_sizes, ranks.n_items, models, sizes, mets, estimators, rng,
+                replacement, pool, sampler, None if path is None else str(path), key)
+        bar = tqdm(total=n_repeats, initial=n_repeats - len(missing), desc="repeats", disable=not progress)
+        try:
+            if backend == "dask":
+                for i, v in _dask_repeats(missing, args, scheduler, n_jobs):
+                    values[i] = v
+                    if path is not None and np.all(np.isfinite(v)):
+                        atomic_save_npz(path / f"repeat-{i:05d}.npz", cache_key=key, values=v)
+                    bar.update(1)
+            elif n_jobs == 1:
+                for i in missing:
+                    values[i] = _one_repeat(i, *args)[1]
+                    bar.update(1)
+            else:
+                from joblib import Parallel, delayed
+
+                par = Parallel(n_jobs=n_jobs, return_as="generator_unordered")
+                for i, v in par(delayed(_one_repeat)(i, *args, os.getpid()) for i in missing):
+                    values[i] = v
+                    bar.update(1)
+        finally:
+            bar.close()
     return ExperimentResult(values, exact, models, sizes, mets, list(estimators), time.perf_counter() - t0,
                             None if path is None else str(path))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from ._validation import check_ranks, check_sizes
+from ._validation import check_bool, check_int, check_memory, check_ranks, check_sizes
 
 __all__ = ["log_kernel", "kernel", "kernel_row", "kernel_cdf", "theta"]
 
@@ -34,7 +34,8 @@ __all__ = ["log_kernel", "kernel", "kernel_row", "kernel_cdf", "theta"]
 def theta(global_ranks, n_items: int) -> np.ndarray:
     r""":math:`\theta_R = (R-1)/(N-1)`, the chance that one uniform decoy outranks the target
     (Krichene & Rendle 2020, Eq. 15)."""
-    R = np.asarray(global_ranks, dtype=np.float64)
+    n_items = check_int(n_items, "n_items", low=2)
+    R = check_ranks(global_ranks, "global_ranks", high=n_items).astype(np.float64)
     return (R - 1.0) / (n_items - 1.0)
 
 
@@ -102,6 +103,11 @@ def log_kernel(n_items: int, sample_size: int, replacement: bool = True, global_
     :math:`\log P(r \mid R_i)`; ``-inf`` where the probability is exactly zero.
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
+    replacement = check_bool(replacement, "replacement")
+    rows = n_items if global_ranks is None else int(np.size(global_ranks))
+    # the result and up to three temporaries of the same shape (float64)
+    check_memory(4.0 * 8 * rows * sample_size, f"the {rows} x {sample_size} sampling kernel",
+                 "n_items or sample_size" if global_ranks is None else "global_ranks or sample_size")
     if global_ranks is None:
         R = np.arange(1, n_items + 1, dtype=np.int64)
     else:
@@ -123,6 +129,8 @@ def kernel(n_items: int, sample_size: int, replacement: bool = True, global_rank
 
 def kernel_row(global_rank: int, n_items: int, sample_size: int, replacement: bool = True) -> np.ndarray:
     r"""The distribution :math:`P(r \mid R)` over :math:`r = 1..n` for a single global rank."""
+    if np.ndim(global_rank) != 0:
+        raise ValueError(f"global_rank must be a single rank, got shape {np.shape(global_rank)}")
     return kernel(n_items, sample_size, replacement, np.array([global_rank]))[0]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._validation import as_rng, check_int
+from ._validation import as_rng, check_bool, check_int, check_memory
 from .models import Recommender
 
 __all__ = ["global_ranks", "pool_sizes", "sampled_ranks_explicit"]
@@ -54,6 +54,12 @@ def pool_sizes(train: pd.DataFrame, test: pd.DataFrame, n_items: int, exclude_tr
     r"""Size of each test row's candidate pool: :math:`N_u = N - |H_u \setminus \{t_u\}|` with
     ``exclude_train`` (training items other than the target removed), else :math:`N`."""
     n_items = check_int(n_items, "n_items", low=1)
+    exclude_train = check_bool(exclude_train, "exclude_train")
+    for nm, df in (("train", train), ("test", test)):
+        if not isinstance(df, pd.DataFrame) or not {"user", "item"} <= set(df.columns):
+            raise ValueError(f"{nm} must be a DataFrame with columns user, item")
+    if len(test) == 0:
+        raise ValueError("test must not be empty")
     tu = test["user"].to_numpy(np.int64)
     ti = test["item"].to_numpy(np.int64)
     if not exclude_train:
@@ -89,6 +95,11 @@ def global_ranks(model, train: pd.DataFrame, test: pd.DataFrame, exclude_train: 
     """
     tu, ti, N = _check_inputs(model, train, test)
     batch_size = check_int(batch_size, "batch_size", low=1)
+    exclude_train = check_bool(exclude_train, "exclude_train")
+    return_pool = check_bool(return_pool, "return_pool")
+    # scores, two boolean masks and the comparison temporaries of one batch
+    check_memory(float(min(batch_size, tu.size)) * N * 8 * 3, f"scoring a batch of {min(batch_size, tu.size)} "
+                 f"users x {N} items", "batch_size")
     gen = as_rng(rng)
     X = _train_csr(train, model.n_users_, N)
     prof = np.diff(X.indptr)
@@ -139,10 +150,14 @@ def sampled_ranks_explicit(model, train: pd.DataFrame, test: pd.DataFrame, sampl
     (with replacement: :math:`r-1 \sim \mathrm{Binomial}(n-1, (R_u-1)/(N_u-1))`)."""
     tu, ti, N = _check_inputs(model, train, test)
     gen = as_rng(rng)
+    exclude_train = check_bool(exclude_train, "exclude_train")
+    replacement = check_bool(replacement, "replacement")
     X = _train_csr(train, model.n_users_, N)
     pools = pool_sizes(train, test, N, exclude_train)
     sample_size = check_int(sample_size, "sample_size", low=2)
     batch_size = check_int(batch_size, "batch_size", low=1)
+    check_memory(float(min(batch_size, tu.size)) * N * 8 * 3, f"drawing decoys for a batch of "
+                 f"{min(batch_size, tu.size)} users x {N} items", "batch_size")
     if not replacement and sample_size > pools.min():
         raise ValueError(f"sample_size must be <= the smallest pool ({pools.min()}) without replacement")
     if pools.min() < 2:

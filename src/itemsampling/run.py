@@ -24,6 +24,8 @@ import yaml
 
 from .book import RESULTS_ENV
 
+SCHEDULER_ENV = "ITEMSAMPLING_SCHEDULER"  # read by itemsampling.experiments.run_experiment
+
 __all__ = ["run_notebook", "main"]
 
 
@@ -41,7 +43,7 @@ def _parameter_names(nb) -> set[str]:
 
 
 def run_notebook(notebook, parameters: dict | None = None, out=None, progress: bool = True,
-                 timeout: int | None = None) -> dict:
+                 timeout: int | None = None, scheduler: str | None = None) -> dict:
     """Execute a MyST notebook with ``parameters`` and return its recorded results.
 
     Parameters
@@ -50,6 +52,8 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
     parameters : dict of overrides for names assigned in the cell tagged ``parameters``.
     out : output folder (default ``_build/runs/<notebook stem>``).
     timeout : per-cell timeout in seconds (default: none).
+    scheduler : address of a Dask scheduler; the chapter's experiment grids
+        (:func:`itemsampling.experiments.run_experiment`) then run on that cluster.
 
     Raises ``ValueError`` for an unknown parameter name and ``RuntimeError`` (with the failing
     cell's error) when the notebook raises.
@@ -82,6 +86,9 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
     results_path.unlink(missing_ok=True)
     old = os.environ.get(RESULTS_ENV)
     os.environ[RESULTS_ENV] = str(results_path)
+    old_scheduler = os.environ.pop(SCHEDULER_ENV, None)
+    if scheduler is not None:
+        os.environ[SCHEDULER_ENV] = str(scheduler)
     start = time.perf_counter()
     try:
         pm.execute_notebook(
@@ -95,6 +102,9 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
             os.environ.pop(RESULTS_ENV, None)
         else:
             os.environ[RESULTS_ENV] = old
+        os.environ.pop(SCHEDULER_ENV, None)
+        if old_scheduler is not None:
+            os.environ[SCHEDULER_ENV] = old_scheduler
         source.unlink(missing_ok=True)
     elapsed = time.perf_counter() - start
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
@@ -111,6 +121,8 @@ def _parse(argv=None):
                    help="override a parameter; VALUE is parsed as YAML (numbers, lists, strings)")
     p.add_argument("--out", default=None, help="output folder (default _build/runs/<notebook>)")
     p.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the chapter's experiment grids on the Dask cluster at ADDRESS (tcp://host:8786)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p.parse_args(argv)
 
@@ -120,7 +132,7 @@ def main(argv=None) -> int:
     params = {name: yaml.safe_load(value) for name, value in args.parameter}
     try:
         payload = run_notebook(args.notebook, params, args.out, progress=not args.no_progress,
-                               timeout=args.timeout)
+                               timeout=args.timeout, scheduler=args.scheduler)
     except (ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

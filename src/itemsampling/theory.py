@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats
 from scipy.special import betainc
 
-from ._validation import as_rng, check_int, check_probability_vector, check_ranks, check_sizes
+from ._validation import as_rng, check_bool, check_int, check_probability_vector, check_ranks, check_sizes
 from .kernel import kernel, kernel_cdf
 from .metrics import metric_curve
 from .sampling import sample_ranks
@@ -524,6 +524,7 @@ def simulate_sampled_recall_curves(global_ranks, n_items: int, sample_size: int,
     R = check_ranks(global_ranks, "global_ranks", high=n_items)
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
     ks = _check_ks(ks, sample_size)
+    progress = check_bool(progress, "progress")
     gen = as_rng(rng)
     out = np.empty((n_repeats, ks.size))
     it = range(n_repeats)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_int, check_ranks, check_sizes
+from .._validation import check_bool, check_int, check_ranks, check_sample_sizes
 from ..metrics import canonical_metric, metric_function
 from .corrected import (
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
@@ -29,6 +29,7 @@ from .corrected import (
 
 __all__ = [
     "METHODS",
+    "PER_USER_SIZE_METHODS",
     "corrected_metric",
     "corrected_metrics",
     "corrected_estimate",
@@ -47,7 +48,9 @@ METHODS = ("sampled", "rank_estimate", "cls", "bv", "mn", "mn_weighted", "mle", 
            "bv_mle", "bv_mes", "mn_mle", "mn_mes", "mnw_mle", "mnw_mes")
 
 _DISTRIBUTION_METHODS = ("mle", "wmle", "mes")
-_CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement"}
+#: Methods of :func:`estimate_metric` that accept per-user sample sizes (adaptive sampling).
+PER_USER_SIZE_METHODS = ("sampled", "mle")
+_CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement", "grid"}
 _DIST_ONLY = {"mes": ("eta", "eta_scaling"), "wmle": ("C", "weight"), "mle": ()}
 
 
@@ -90,12 +93,31 @@ def _apply(r, Fh, n_metrics, n_ks):
 def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
     """Core of :func:`estimate_metric` on validated input: an array (len(metrics), len(ks))."""
     corr, dist = _split(params)
+    grid = corr.pop("grid", None)
     replacement = corr.get("replacement", True)
+    if method not in ("sampled", "rank_estimate"):
+        from .grid import grid_estimate, resolve_grid
+
+        grid = resolve_grid(grid, N, n, ks)
+        if grid is not None:  # catalogue scale: the grid estimators (estimators.grid)
+            if method == "cls":
+                raise ValueError("method 'cls' has no grid version; pass grid=False for the dense estimator")
+            return grid_estimate(r, N, n, metrics, ks, method, grid, replacement=replacement,
+                                 gamma=corr.get("gamma"), n_users=corr.get("n_users"), prior=corr.get("prior"),
+                                 dist_params=dist, cache=prior_cache)
+    if not isinstance(n, int) and method not in PER_USER_SIZE_METHODS:
+        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
+                         f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
     if method == "sampled":
-        unused = set(params) - {"replacement"}
+        unused = set(params) - {"replacement", "grid"}
         if unused:
             raise ValueError(f"method 'sampled' takes no parameters, got {sorted(unused)}")
-        return np.array([[float(np.mean(metric_function(m, k, n)(r))) for k in ks] for m in metrics])
+        if isinstance(n, int):
+            return np.array([[float(np.mean(metric_function(m, k, n)(r))) for k in ks] for m in metrics])
+        # per-user sizes: each user's sampled metric on their own list of n_u items
+        groups = [(int(size), r[n == size]) for size in np.unique(n)]
+        return np.array([[sum(float(np.sum(metric_function(m, k, size)(rs))) for size, rs in groups) / r.size
+                          for k in ks] for m in metrics])
 
     if method in CORRECTION_METHODS:
         if dist:
@@ -154,8 +176,20 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
 
 
 def _prepare(sampled_ranks, n_items, sample_size, params):
-    N, n = check_sizes(n_items, sample_size)
-    r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
+    N = check_int(n_items, "n_items", low=2)
+    if np.ndim(sample_size) == 0:
+        n = check_sample_sizes(sample_size, N)
+        r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
+    else:  # one size per user (adaptive sampling): an int if all are equal
+        r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
+        n = check_sample_sizes(sample_size, N, r.size)
+        if np.any(r > n):
+            u = int(np.flatnonzero(r > n)[0])
+            bound = n if isinstance(n, int) else int(n[u])
+            raise ValueError(f"sampled_ranks must lie in 1..sample_size for every user; user {u} has rank {r[u]} "
+                             f"with sample_size {bound}")
+    if "replacement" in params:
+        check_bool(params["replacement"], "replacement")
     if "gamma" in params and params["gamma"] is not None:
         check_gamma(params["gamma"])
     return r, N, n
@@ -181,8 +215,11 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
         One rank in ``1..sample_size`` per user.
     n_items : int
         Catalog size :math:`N`.
-    sample_size : int
-        Sampled-set size :math:`n` including the target.
+    sample_size : int or array of int
+        Sampled-set size :math:`n` including the target, or one size :math:`n_u` per user
+        (adaptive sampling, TORS Sec. 6). Unequal sizes are accepted by ``"sampled"`` (each user's
+        metric on their own list of :math:`n_u` items) and ``"mle"`` (EM of TORS Appendix H, or
+        the exact MLE with ``solver="cnm"``); every other method refuses them.
     metric : {"recall", "hr", "precision", "ndcg", "ap", "rr", "auc"}
     k : int, None or sequence of int
         Cut-off(s); ``None`` = untruncated. With a sequence the result is an array, and any rank
@@ -198,6 +235,12 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
         ``"mnw_mle"``, ``"mnw_mes"`` the same with the exactly-weighted MN variant
         (``"mn_weighted"`` in :func:`corrected_metric`, i.e. BV with :math:`\gamma = 1/M`).
     **params
+        ``grid``: ``None`` (default) uses the dense estimators unless the :math:`N\times n` kernel
+        would exceed 2 GiB (:data:`~itemsampling.estimators.grid.AUTO_GRID_BYTES`), and then the
+        grid estimators of :mod:`itemsampling.estimators.grid` (memory :math:`O(n\times` cells),
+        independent of :math:`N`); ``True`` always uses the grid, ``False`` never; a
+        :class:`~itemsampling.estimators.grid.RankGrid` uses that grid. ``"sampled"`` and
+        ``"rank_estimate"`` need no kernel and ignore it; ``"cls"`` has no grid version.
         ``gamma``, ``prior``, ``n_users``, ``replacement`` go to the corrected metric; every other
         parameter (e.g. ``eta`` for MES, ``C`` / weighting for WMLE, solver tolerances) goes to
         :func:`estimate_rank_distribution`.
@@ -213,6 +256,52 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
     seq, ks = _ks(k)
     out = _estimate(r, N, n, [metric], ks, method, params, {})[0]
     return out if seq else float(out[0])
+
+
+_DIST_OPTIONS = {"mle": ("solver", "tol", "max_iter"), "wmle": ("solver", "tol", "max_iter", "weight", "C"),
+                 "mes": ("solver", "tol", "max_iter", "eta", "eta_scaling")}
+
+
+def _options_of(method: str) -> set:
+    """The keyword options a method of :data:`METHODS` uses in :func:`estimate_metrics`."""
+    if method == "sampled":
+        return {"replacement"}
+    if method == "rank_estimate":
+        return {"replacement"}
+    if method == "cls":
+        return {"prior", "replacement"}
+    if method == "bv":
+        return {"gamma", "prior", "replacement"}
+    if method in ("mn", "mn_weighted"):
+        return {"prior", "n_users", "replacement"}
+    base = method.split("_")[-1]
+    own = set(_DIST_OPTIONS[base]) | {base, "replacement"}
+    head = method[: -len(base) - 1]
+    return own | ({"gamma"} if head == "bv" else {"n_users"} if head in ("mn", "mnw") else set())
+
+
+def _check_options(params: dict, methods) -> None:
+    """Refuse, naming them, options that no requested method uses (misspelt ones included), and
+    per-method option dicts (``mle={...}``) that are not dicts or hold unknown keys."""
+    used = set().union(*(_options_of(m) for m in methods))
+    known = set(_CORRECTION_PARAMS) | set(_DISTRIBUTION_METHODS) | set().union(*map(set, _DIST_OPTIONS.values()))
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} for estimate_metrics; allowed: {sorted(known)}")
+    unused = sorted(set(params) - used)
+    if unused:
+        raise ValueError(f"parameter(s) {unused} are not used by any of the methods {list(methods)}")
+    for base in _DISTRIBUTION_METHODS:
+        if base in params:
+            own = params[base]
+            if not isinstance(own, dict):
+                raise ValueError(f"{base} must be a dict of options for the {base.upper()} rank distribution, "
+                                 f"got {own!r}")
+            bad = sorted(set(own) - set(_DIST_OPTIONS[base]))
+            if bad:
+                raise ValueError(f"unknown option(s) {bad} in {base}=...; allowed: {sorted(_DIST_OPTIONS[base])}")
+    if "replacement" in params:
+        check_bool(params["replacement"], "replacement")
 
 
 def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, **params):
@@ -234,6 +323,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, *
     for meth in methods:
         if meth not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {meth!r}")
+    _check_options(params, methods)
     seq, ks = _ks(k)
     cache: dict = {}
     out: dict = {}

@@ -63,8 +63,14 @@ Symmetric positive definite systems (BV with :math:`\gamma > 0`, MN) are solved 
 factorisation after symmetric diagonal (Jacobi) scaling; a system whose scaled reciprocal
 condition number is below ``1e3 * n * eps`` is refused with a ``ValueError`` rather than solved
 into noise. BV with :math:`\gamma = 0` is a least-squares problem and is solved by SVD
-(``scipy.linalg.lstsq``, minimum-norm solution), which is well defined even where
-:math:`A^\top A` is numerically singular (it is, badly, for :math:`n` beyond a few dozen).
+(``scipy.linalg.lstsq``) *under the same rule*: its normal matrix :math:`A^\top A` is the
+:math:`\gamma \to 0` limit of the BV matrix, so the column-scaled :math:`A` must satisfy
+:math:`(\sigma_{\min}/\sigma_{\max})^2 > 10^3\,n\,\varepsilon` (the 2-norm reciprocal
+condition number of the scaled :math:`A^\top A`), and a sampled rank with :math:`c_r = 0` is
+refused too. So one rule decides across :math:`\gamma \in [0, 1]`: where :math:`\gamma = 10^{-12}` is
+refused as numerically singular, :math:`\gamma = 0` is refused as well instead of returning a
+minimum-norm solution with entries of size :math:`10^{10}` (it is singular for :math:`n` beyond a
+few dozen with a uniform prior); use :math:`\gamma > 0` large enough, or CLS, there.
 """
 
 from __future__ import annotations
@@ -78,7 +84,7 @@ from scipy import linalg
 from scipy.linalg import lapack
 from scipy.optimize import lsq_linear
 
-from .._validation import check_int, check_probability_vector, check_ranks, check_sizes
+from .._validation import check_bool, check_int, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel, kernel_cdf
 from ..metrics import canonical_metric, metric_function
 
@@ -297,7 +303,7 @@ def _solve_spd(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
         raise ValueError(
             f"the {what} system is singular: sampled rank r = {bad} has zero probability under the "
             "prior (c_r = 0), so its corrected value is not determined; use a prior that gives every "
-            "sampled rank positive probability, or gamma = 0")
+            "sampled rank positive probability")
     s = 1.0 / np.sqrt(d)
     Gs = G * s[:, None] * s[None, :]
     try:
@@ -314,14 +320,36 @@ def _solve_spd(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
     return y * s.reshape((-1,) + (1,) * (rhs.ndim - 1))
 
 
-def _bv_lstsq(n_items, sample_size, replacement, prior, Fmat):
-    r"""gamma = 0: minimum-norm least squares :math:`\min_x \|A x - b\|` with
-    :math:`A = \sqrt{p}\,K`, :math:`b = \sqrt{p}\,F` (Krichene & Rendle Eq. 21-23), by SVD."""
+def _bv_lstsq(n_items, sample_size, replacement, prior, Fmat, _unidentified="raise"):
+    r"""gamma = 0: least squares :math:`\min_x \|A x - b\|` with :math:`A = \sqrt{p}\,K`,
+    :math:`b = \sqrt{p}\,F` (Krichene & Rendle Eq. 21-23), by SVD, refused by the rule of
+    :func:`_solve_spd` (see the module docstring): a zero column (a sampled rank with
+    :math:`c_r = 0`) or a column-scaled :math:`A` with :math:`(\sigma_{\min}/\sigma_{\max})^2
+    \le 10^3 n \varepsilon` raises ``ValueError``. With ``_unidentified="nan"`` zero columns are
+    returned as NaN (not determined) and the others solved, as for :math:`\gamma > 0`."""
+    what = "BV (gamma = 0)"
     rows = np.flatnonzero(prior) + 1
     sq = np.sqrt(prior[rows - 1])
     A = kernel(n_items, sample_size, replacement, rows) * sq[:, None]
     b = Fmat[rows - 1] * sq[:, None]
-    x, *_ = linalg.lstsq(A, b, lapack_driver="gelsd", check_finite=False)
+    norms = np.sqrt(np.sum(A * A, axis=0))
+    ok = np.flatnonzero(norms > 0.0)
+    if ok.size < sample_size and _unidentified != "nan":
+        bad = int(np.flatnonzero(norms <= 0.0)[0]) + 1
+        raise ValueError(
+            f"the {what} system is singular: sampled rank r = {bad} has zero probability under the "
+            "prior (c_r = 0), so its corrected value is not determined; use a prior that gives every "
+            "sampled rank positive probability")
+    As = A[:, ok] / norms[ok]
+    sv = linalg.svd(As, compute_uv=False, check_finite=False)
+    rcond = (sv[-1] / sv[0]) ** 2 if sv.size and sv[0] > 0 else 0.0
+    if not rcond > _RCOND_FACTOR * sample_size * np.finfo(float).eps:
+        raise ValueError(
+            f"the {what} system is numerically singular (reciprocal condition number {rcond:.2e} after "
+            "diagonal scaling); least squares would return noise: use gamma > 0 (e.g. 0.01) or method 'cls'")
+    y, *_ = linalg.lstsq(As, b, lapack_driver="gelsd", check_finite=False)
+    x = np.full((sample_size,) + b.shape[1:], np.nan)
+    x[ok] = y / norms[ok].reshape((-1,) + (1,) * (b.ndim - 1))
     return x
 
 
@@ -385,7 +413,8 @@ def corrected_metrics(metric, ks, n_items: int, sample_size: int, method: str, p
     if len(ks) == 0:
         raise ValueError("ks must not be empty")
     targets = _Targets(names, ks, n_items)
-    out = _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, bool(replacement), _unidentified)
+    replacement = check_bool(replacement, "replacement")
+    out = _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, replacement, _unidentified)
     return out.reshape(sample_size, len(names), len(ks)) if several else out
 
 
@@ -424,7 +453,7 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
         g = check_gamma(gamma)
 
     if method == "bv" and g == 0.0:
-        return _bv_lstsq(n_items, sample_size, replacement, p, targets.matrix())
+        return _bv_lstsq(n_items, sample_size, replacement, p, targets.matrix(), _unidentified)
 
     uniform = prior is None or np.ptp(p) == 0.0
     if uniform:
@@ -478,7 +507,10 @@ def corrected_metric(metric: str, k, n_items: int, sample_size: int, method: str
     n_users : int, optional
         Number of users :math:`M`; required by ``"mn"`` and ``"mn_weighted"``.
     gamma : float in [0, 1], optional
-        Bias-variance weight; required by ``"bv"``.
+        Bias-variance weight; required by ``"bv"``. One rule across :math:`\gamma`: a system whose
+        diagonally scaled reciprocal condition number is at most ``1e3 * n * eps`` is refused, for
+        :math:`\gamma = 0` (least squares, condition of the scaled :math:`A^\top A`) as for
+        :math:`\gamma > 0`; see the module docstring.
     replacement : bool
         Binomial (with replacement, default) or hypergeometric kernel.
 
@@ -592,7 +624,7 @@ def mse_decomposition(corrected, metric: str, k, n_items: int, prior, n_users: i
     F = metric_function(metric, k, n_items)(np.arange(1, n_items + 1))
     mu = np.zeros(n_items)
     second = np.zeros(n_items)
-    for start, stop, lo, hi, B in _banded_kernel(n_items, n, bool(replacement)):
+    for start, stop, lo, hi, B in _banded_kernel(n_items, n, check_bool(replacement, "replacement")):
         mu[start:stop] = B @ Fh[lo:hi]
         second[start:stop] = B @ Fh[lo:hi] ** 2
     var = np.maximum(second - mu**2, 0.0)
