@@ -51,6 +51,19 @@ def test_reference_list_style_formats_the_book_bibliography():
     assert any(label.startswith("Krichene and Rendle") for label in labels)
 
 
+def test_equal_author_year_labels_get_letters():
+    import pybtex.plugin
+    from pybtex.database import BibliographyData
+
+    handout._register_pybtex_style()
+    style = pybtex.plugin.find_plugin("pybtex.style.formatting", "authoryear")()
+    bib = BibliographyData({
+        key: Entry("article", fields={"year": "2020", "title": title, "journal": "J"},
+                   persons={"author": [Person("Li, Dong"), Person("Jin, Ruoming"), Person("Gao, Jing")]})
+        for key, title in (("a", "One"), ("b", "Two"))})
+    assert sorted(e.label for e in style.format_bibliography(bib)) == ["Li et al., 2020a", "Li et al., 2020b"]
+
+
 def test_executed_notebook_offered_for_download(tmp_path):
     outdir = tmp_path / "_build" / "html"
     executed = tmp_path / "_build" / "jupyter_execute" / "notebooks" / "01-x.ipynb"

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["check", "WrongAnswer", "NotAnswered", "NOT_ANSWERED", "run_exercises", "classroom_notebook",
-           "write_classroom_notebooks", "read_notebook", "exercise_start", "stub_source", "answer_names"]
+           "write_classroom_notebooks", "chapter_namespace", "read_notebook", "exercise_start", "stub_source", "answer_names"]
 
 NOT_ANSWERED = "not answered yet"
 
@@ -84,7 +84,7 @@ def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0) -
 SOLUTION_TAG = "solution"
 CHECK_TAG = "check"
 EXERCISES_HEADING = re.compile(r"^##\s+Exercises\s*$", re.M)
-_ANSWER = re.compile(r"^(answer_\d+_\d+)\s*=", re.M)
+_ANSWER = re.compile(r"^[ \t]*(answer_\d+_\d+)\s*(?:[-+*/]?=)(?!=)", re.M)
 _LABEL_IN_CHECK = re.compile(r"""check\(\s*["'](ex-[\w-]+)["']""")
 _EXERCISE = re.compile(r"```\{exercise\}[^\n]*\n:label:\s*(\S+)\n(.*?)\n```", re.S)
 _SOLUTION_START = re.compile(r"```\{solution-start\}\s*(\S+)\n(?::[^\n]*\n)*```\n?")
@@ -216,7 +216,9 @@ def classroom_notebook(nb, version: str):
                 cells.append(md)
             continue
         elif SOLUTION_TAG in tags:
-            gid = f"{label or 'exercise'}-answer"
+            names = answer_names(cell.source)
+            owner = f"ex-{names[0][len('answer_'):].replace('_', '-')}" if names else label
+            gid = f"{owner or 'exercise'}-answer"
             stub = stub_source(cell.source)
             if teacher:
                 cell.source = f"{stub}\n{BEGIN_SOLUTION}\n{cell.source.rstrip()}\n{END_SOLUTION}"
@@ -256,13 +258,41 @@ def _run_cell(source: str, namespace: dict):
     return None
 
 
-def run_exercises(notebook, version: str = "teacher", answers=None, raise_wrong: bool = True) -> dict:
+def chapter_namespace(notebook, parameters: dict | None = None) -> dict:
+    """Execute a chapter's cells *before* its exercise section in a fresh namespace and return
+    it, with ``parameters`` overriding names of the cell tagged ``parameters`` (as papermill
+    does). For chapters whose exercises use the chapter's variables: pass the result to
+    :func:`run_exercises` as ``namespace``. Run it with a non-interactive matplotlib backend."""
+    nb = read_notebook(notebook) if not hasattr(notebook, "cells") else notebook
+    start = exercise_start(nb)
+    parameters = dict(parameters or {})
+    namespace: dict = {"__name__": "__chapter__"}
+    seen_parameters = False
+    for cell in nb.cells[:start]:
+        if cell.cell_type != "code":
+            continue
+        _run_cell(cell.source, namespace)
+        if "parameters" in _tags(cell):
+            seen_parameters = True
+            unknown = sorted(set(parameters) - set(namespace))
+            if unknown:
+                raise ValueError(f"unknown parameter(s) {unknown}")
+            namespace.update(parameters)
+    if parameters and not seen_parameters:
+        raise ValueError("the notebook has no cell tagged 'parameters'")
+    return namespace
+
+
+def run_exercises(notebook, version: str = "teacher", answers=None, raise_wrong: bool = True,
+                  namespace: dict | None = None) -> dict:
     """Execute only a chapter's exercise section (from its ``## Exercises`` heading on) and return
     ``{label: result of its check cell}`` (``True`` right, ``False`` not answered; a wrong answer
     raises :class:`WrongAnswer`).
 
-    The exercise section of every chapter is self-contained (its first code cell imports what it
-    needs), so this runs in seconds without executing the chapter. ``version="student"`` runs
+    An exercise section that is self-contained (its first code cell imports what it needs) runs
+    in seconds without executing the chapter; one that uses the chapter's variables needs the
+    ``namespace`` of :func:`chapter_namespace` (a copy is used, so one namespace serves several
+    runs). ``version="student"`` runs
     the stubs in place of the solutions; ``answers`` replaces answers after every solution (or
     stub) cell that assigns them: a dict ``{"answer_NN_k": value}``, or a function
     ``(name, value) -> new value`` (e.g. to show that a perturbed answer fails its check). With
@@ -273,7 +303,7 @@ def run_exercises(notebook, version: str = "teacher", answers=None, raise_wrong:
         raise ValueError(f"version must be 'student' or 'teacher', got {version!r}")
     nb = read_notebook(notebook) if not hasattr(notebook, "cells") else notebook
     start = exercise_start(nb)
-    namespace: dict = {"__name__": "__exercises__"}
+    namespace = dict(namespace) if namespace is not None else {"__name__": "__exercises__"}
     results: dict = {}
     for cell in nb.cells[start:]:
         if cell.cell_type != "code":

@@ -43,8 +43,17 @@ def _register_pybtex_style() -> None:
 
     class AuthorYearLabelStyle(BaseLabelStyle):
         def format_labels(self, sorted_entries):
-            for entry in sorted_entries:
-                yield author_year_label(entry)
+            # equal labels get a, b, ... after the year ("Li et al., 2020a"), as author-year styles do
+            entries = list(sorted_entries)
+            labels = [author_year_label(entry) for entry in entries]
+            counts = {label: labels.count(label) for label in labels}
+            seen: dict = {}
+            for label in labels:
+                if counts[label] > 1:
+                    seen[label] = seen.get(label, 0) + 1
+                    yield f"{label}{chr(ord('a') + seen[label] - 1)}"
+                else:
+                    yield label
 
     class AuthorYearStyle(PlainStyle):
         default_label_style = AuthorYearLabelStyle
