@@ -177,6 +177,10 @@ def test_make_exercises_writes_student_and_teacher(tmp_path):
         for version in ("student", "teacher"):
             nb = nbformat.read(tmp_path / version / f"{chapter.stem}.ipynb", as_version=4)
             nbformat.validate(nb)
+            grade_ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
+            assert grade_ids and len(grade_ids) == len(set(grade_ids)), (chapter.name, version)
+            if version == "student":
+                assert "BEGIN SOLUTION" not in "\n".join(c.source for c in nb.cells)
 
 
 def test_student_notebook_runs_and_says_not_answered(tmp_path):
