@@ -169,9 +169,9 @@ def dataset_files(dataset) -> list[Path]:
 
 
 def describe_dataset(dataset) -> str:
-    """One Markdown phrase saying which data a chapter ran on, for glued prose: ``the simulated
-    dataset `sim-ml1m` ``, ``the MovieLens file `ratings.dat` in `/data/ml-1m` `` or ``the NCF split
-    `ml-1m` in `/data/ncf` ``."""
+    """One Markdown phrase saying which data a chapter ran on, for glued prose, such as "the
+    simulated dataset ``sim-ml1m``", "the MovieLens file ``ratings.dat`` in ``/data/ml-1m``" or "the
+    NCF split ``ml-1m`` in ``/data/ncf``" (the names in Markdown backticks)."""
     dataset = _check_dataset(dataset)
     if dataset in DATASETS:
         return f"the simulated dataset `{dataset}`"

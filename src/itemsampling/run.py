@@ -426,12 +426,19 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
     scheduler : address of a Dask scheduler; the chapter's experiment grids
         (:func:`itemsampling.experiments.run_experiment`) then run on that cluster.
 
-    Returns ``{"notebook", "parameters" (all, defaults included), "overrides", "package_version",
-    "git", "datasets", "started", "seconds", "html", "results"}``.
+    Returns
+    -------
+    dict
+        Keys ``notebook``, ``parameters`` (all, defaults included), ``overrides``,
+        ``package_version``, ``git``, ``datasets``, ``started``, ``seconds``, ``html``, ``results``.
 
-    Raises ``ValueError`` for an unknown parameter or a value of the wrong type (before any
-    kernel starts) and ``RuntimeError`` (with the failing cell's error) when the notebook raises;
-    a failing run leaves an earlier ``results.json`` untouched and writes ``results.failed.json``.
+    Raises
+    ------
+    ValueError
+        For an unknown parameter or a value of the wrong type (before any kernel starts).
+    RuntimeError
+        With the failing cell's error, when the notebook raises; a failing run leaves an earlier
+        ``results.json`` untouched and writes ``results.failed.json``.
     """
     import jupytext
     import nbformat
