@@ -531,8 +531,32 @@ def _parent_alive(parent_pid) -> bool:
     return parent_pid is None or os.getppid() == parent_pid
 
 
+_WATCHDOG: dict = {}
+
+
+def _start_parent_watchdog(parent_pid, interval: float = 0.1) -> None:
+    """In a worker process: a daemon thread that ends the process as soon as its parent (the
+    process that called :func:`run_experiment`) is gone, so an orphaned worker neither keeps
+    running nor writes cache files. Idempotent per worker and parent."""
+    import os
+    import threading
+
+    if parent_pid is None or _WATCHDOG.get("pid") == parent_pid:
+        return
+
+    def watch():
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(interval)
+
+    _WATCHDOG["pid"] = parent_pid
+    threading.Thread(target=watch, name="itemsampling-parent-watchdog", daemon=True).start()
+
+
 def _one_repeat(repeat, ranks, pools, n_items, models, sample_sizes, metrics, estimators, rng, replacement,
                 pool, sampler, path, cache_key="", parent_pid=None):
+    _start_parent_watchdog(parent_pid)
     out = np.empty((len(models), len(sample_sizes), len(metrics), len(estimators)))
     for a, mo in enumerate(models):
         for b, n in enumerate(sample_sizes):
