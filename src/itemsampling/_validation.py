@@ -159,7 +159,8 @@ def check_real(value, name: str, low: float | None = None, high: float | None = 
     else:
         what = f"a finite number in {lo or '(-inf'}, {hi or 'inf)'}"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise ValueError(f"{name} must be {what}, got {value!r:.60}")
+        raise ValueError(f"{name} must " + (f"lie in {lo}, {hi}" if low is not None and high is not None
+                                            else f"be {what}") + f", got {value!r:.60}")
     v = float(value)
     if (not np.isfinite(v) or (low is not None and (v <= low if low_open else v < low))
             or (high is not None and (v >= high if high_open else v > high))):

@@ -287,7 +287,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, *
     cache: dict = {}
     out: dict = {}
     for meth in methods:
-        p = dict(params)
+        p = {k2: v for k2, v in params.items() if k2 in _options_of(meth)}  # each method gets its own
         if meth not in ("bv", "bv_mle", "bv_mes"):
             p.pop("gamma", None)
         if meth == "sampled":
@@ -295,7 +295,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, *
         elif meth in ("rank_estimate",):
             p = {k2: v for k2, v in p.items() if k2 == "replacement"}
         elif meth in CORRECTION_METHODS:
-            p = {k2: v for k2, v in p.items() if k2 in _CORRECTION_PARAMS}
+            p = {k2: v for k2, v in p.items() if k2 in _CORRECTION_PARAMS and k2 in _options_of(meth)}
         else:  # mle / wmle / mes and the combinations: route the rank-distribution options
             base = meth.split("_")[-1]
             p.pop("prior", None)
