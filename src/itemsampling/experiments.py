@@ -397,6 +397,7 @@ def exact_metric(global_ranks, metric: str, k: int | None, n_items: int, pool_si
     """The exact metric :math:`T` on global ranks; AUC uses each user's pool size when given
     (:math:`(N_u - R_u)/(N_u - 1)`), else ``n_items``."""
     name = canonical_metric(metric)
+    check_ranks(global_ranks, "global_ranks", high=check_int(n_items, "n_items", low=2))
     if name != "auc" or pool_sizes is None:
         return evaluate(global_ranks, name, k, n_items)
     R, P = _check_ranks_pools(global_ranks, pool_sizes)
@@ -627,6 +628,8 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
     """
     if not isinstance(ranks, GlobalRanks):
         raise ValueError("ranks must be a GlobalRanks (from load_global_ranks)")
+    if len(ranks) == 0 or np.size(ranks.pool_sizes) == 0:
+        raise ValueError("ranks must hold at least one model and one user")
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
     rng = check_int(rng, "rng", low=0)
     n_jobs = check_int(n_jobs, "n_jobs", low=-1)
