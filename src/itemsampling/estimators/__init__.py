@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array, check_bool, check_int, check_ranks, check_sizes
+from .._validation import as_float_array, check_bool, check_int, check_ranks, check_sample_sizes
+from .bootstrap import MetricEstimate, ModelComparison, bootstrap_metric, bootstrap_metrics, compare_estimates
 from ..metrics import canonical_metric, metric_function
 from .corrected import (
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
@@ -29,6 +30,7 @@ from .corrected import (
 
 __all__ = [
     "METHODS",
+    "PER_USER_SIZE_METHODS",
     "corrected_metric",
     "corrected_metrics",
     "corrected_estimate",
@@ -40,6 +42,11 @@ __all__ = [
     "estimate_metrics",
     "estimate_rank_distribution",
     "metric_from_distribution",
+    "MetricEstimate",
+    "ModelComparison",
+    "bootstrap_metric",
+    "bootstrap_metrics",
+    "compare_estimates",
 ]
 
 #: Methods accepted by :func:`estimate_metric`.
@@ -47,7 +54,9 @@ METHODS = ("sampled", "rank_estimate", "cls", "bv", "mn", "mn_weighted", "mle", 
            "bv_mle", "bv_mes", "mn_mle", "mn_mes", "mnw_mle", "mnw_mes")
 
 _DISTRIBUTION_METHODS = ("mle", "wmle", "mes")
-_CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement"}
+#: Methods of :func:`estimate_metric` that accept per-user sample sizes (adaptive sampling).
+PER_USER_SIZE_METHODS = ("sampled", "mle")
+_CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement", "grid"}
 _DIST_ONLY = {"mes": ("eta", "eta_scaling"), "wmle": ("C", "weight"), "mle": ()}
 
 
@@ -90,12 +99,31 @@ def _apply(r, Fh, n_metrics, n_ks):
 def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
     """Core of :func:`estimate_metric` on validated input: an array (len(metrics), len(ks))."""
     corr, dist = _split(params)
+    grid = corr.pop("grid", None)
     replacement = corr.get("replacement", True)
+    if method not in ("sampled", "rank_estimate"):
+        from .grid import grid_estimate, resolve_grid
+
+        grid = resolve_grid(grid, N, n, ks)
+        if grid is not None:  # catalogue scale: the grid estimators (estimators.grid)
+            if method == "cls":
+                raise ValueError("method 'cls' has no grid version; pass grid=False for the dense estimator")
+            return grid_estimate(r, N, n, metrics, ks, method, grid, replacement=replacement,
+                                 gamma=corr.get("gamma"), n_users=corr.get("n_users"), prior=corr.get("prior"),
+                                 dist_params=dist, cache=prior_cache)
+    if not isinstance(n, int) and method not in PER_USER_SIZE_METHODS:
+        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
+                         f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
     if method == "sampled":
-        unused = set(params) - {"replacement"}
+        unused = set(params) - {"replacement", "grid"}
         if unused:
             raise ValueError(f"method 'sampled' takes no parameters, got {sorted(unused)}")
-        return np.array([[float(np.mean(metric_function(m, k, n)(r))) for k in ks] for m in metrics])
+        if isinstance(n, int):
+            return np.array([[float(np.mean(metric_function(m, k, n)(r))) for k in ks] for m in metrics])
+        # per-user sizes: each user's sampled metric on their own list of n_u items
+        groups = [(int(size), r[n == size]) for size in np.unique(n)]
+        return np.array([[sum(float(np.sum(metric_function(m, k, size)(rs))) for size, rs in groups) / r.size
+                          for k in ks] for m in metrics])
 
     if method in CORRECTION_METHODS:
         if dist:
@@ -154,10 +182,20 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
 
 
 def _prepare(sampled_ranks, n_items, sample_size, params):
-    N, n = check_sizes(n_items, sample_size)
+    N = check_int(n_items, "n_items", low=2)
+    if np.ndim(sample_size) == 0:
+        n = check_sample_sizes(sample_size, N)
+        r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
+    else:  # one size per user (adaptive sampling): an int if all are equal
+        r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
+        n = check_sample_sizes(sample_size, N, r.size)
+        if np.any(r > n):
+            u = int(np.flatnonzero(r > n)[0])
+            bound = n if isinstance(n, int) else int(n[u])
+            raise ValueError(f"sampled_ranks must lie in 1..sample_size for every user; user {u} has rank {r[u]} "
+                             f"with sample_size {bound}")
     if "replacement" in params:
         check_bool(params["replacement"], "replacement")
-    r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
     if "gamma" in params and params["gamma"] is not None:
         check_gamma(params["gamma"])
     return r, N, n
@@ -174,7 +212,33 @@ def _ks(k):
     return seq, ks
 
 
-def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **params):
+def _route(meth: str, params: dict) -> dict:
+    """The parameters of :func:`estimate_metrics` that method ``meth`` uses."""
+    p = {k2: v for k2, v in params.items() if k2 in _options_of(meth) or k2 == "grid"}  # each method its own
+    if meth not in ("bv", "bv_mle", "bv_mes"):
+        p.pop("gamma", None)
+    if meth == "sampled":
+        p = {}
+    elif meth in ("rank_estimate",):
+        p = {k2: v for k2, v in p.items() if k2 == "replacement"}
+    elif meth in CORRECTION_METHODS:
+        p = {k2: v for k2, v in p.items() if k2 in _CORRECTION_PARAMS}
+    else:  # mle / wmle / mes and the combinations: route the rank-distribution options
+        base = meth.split("_")[-1]
+        p.pop("prior", None)
+        for key in _DIST_ONLY:
+            if key != base:
+                for opt in _DIST_ONLY[key]:
+                    p.pop(opt, None)
+        for key in _DISTRIBUTION_METHODS:
+            own = p.pop(key, None)
+            if key == base and own:
+                p.update(own)
+    return p
+
+
+def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=None, n_boot=200, rng=None,
+                    **params):
     r"""Estimate the global metric :math:`T = \frac1M\sum_u F(R_u)` from sampled ranks.
 
     Parameters
@@ -183,8 +247,11 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
         One rank in ``1..sample_size`` per user.
     n_items : int
         Catalog size :math:`N`.
-    sample_size : int
-        Sampled-set size :math:`n` including the target.
+    sample_size : int or array of int
+        Sampled-set size :math:`n` including the target, or one size :math:`n_u` per user
+        (adaptive sampling, TORS Sec. 6). Unequal sizes are accepted by ``"sampled"`` (each user's
+        metric on their own list of :math:`n_u` items) and ``"mle"`` (EM of TORS Appendix H, or
+        the exact MLE with ``solver="cnm"``); every other method refuses them.
     metric : {"recall", "hr", "precision", "ndcg", "ap", "rr", "auc"}
     k : int, None or sequence of int
         Cut-off(s); ``None`` = untruncated. With a sequence the result is an array, and any rank
@@ -200,14 +267,37 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
         ``"mnw_mle"``, ``"mnw_mes"`` the same with the exactly-weighted MN variant
         (``"mn_weighted"`` in :func:`corrected_metric`, i.e. BV with :math:`\gamma = 1/M`).
     **params
+        ``grid``: ``None`` (default) uses the dense estimators unless the :math:`N\times n` kernel
+        would exceed 2 GiB (:data:`~itemsampling.estimators.grid.AUTO_GRID_BYTES`), and then the
+        grid estimators of :mod:`itemsampling.estimators.grid` (memory :math:`O(n\times` cells),
+        independent of :math:`N`); ``True`` always uses the grid, ``False`` never; a
+        :class:`~itemsampling.estimators.grid.RankGrid` uses that grid. ``"sampled"`` and
+        ``"rank_estimate"`` need no kernel and ignore it; ``"cls"`` has no grid version.
         ``gamma``, ``prior``, ``n_users``, ``replacement`` go to the corrected metric; every other
         parameter (e.g. ``eta`` for MES, ``C`` / weighting for WMLE, solver tolerances) goes to
         :func:`estimate_rank_distribution`.
 
+    ci : float in (0, 1), optional
+        With a confidence level (e.g. 0.95) the result is a
+        :class:`~itemsampling.estimators.bootstrap.MetricEstimate` ``(estimate, low, high,
+        confidence, n_boot, method)`` whose interval is the percentile interval of a user
+        bootstrap: ``n_boot`` replicates of the users drawn with replacement, every prior
+        (``*_mle`` / ``*_mes``) re-estimated in each replicate
+        (:func:`~itemsampling.estimators.bootstrap.bootstrap_metric`).
+    n_boot : int
+        Number of bootstrap replicates (>= 10; used only with ``ci``).
+    rng : seed or numpy Generator
+        Randomness of the bootstrap (used only with ``ci``).
+
     Returns
     -------
-    float, or ndarray over the cut-offs when ``k`` is a sequence.
+    float, or ndarray over the cut-offs when ``k`` is a sequence; a ``MetricEstimate`` with ``ci``.
     """
+    if ci is not None:
+        from .bootstrap import bootstrap_metric
+
+        return bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=ci, n_boot=n_boot,
+                                rng=rng, **params)
     r, N, n = _prepare(sampled_ranks, n_items, sample_size, params)
     canonical_metric(metric)
     if method not in METHODS:
@@ -242,7 +332,7 @@ def _options_of(method: str) -> set:
 def _check_options(params: dict, methods) -> None:
     """Refuse, naming them, options that no requested method uses (misspelt ones included), and
     per-method option dicts (``mle={...}``) that are not dicts or hold unknown keys."""
-    used = set().union(*(_options_of(m) for m in methods))
+    used = set().union(*(_options_of(m) for m in methods)) | {"grid"}  # every method takes grid (some ignore it)
     known = set(_CORRECTION_PARAMS) | set(_DISTRIBUTION_METHODS) | set().union(*map(set, _DIST_OPTIONS.values()))
     unknown = sorted(set(params) - known)
     if unknown:
@@ -263,7 +353,8 @@ def _check_options(params: dict, methods) -> None:
         check_bool(params["replacement"], "replacement")
 
 
-def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, **params):
+def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=None, n_boot=200, rng=None,
+                     **params):
     r"""Several metrics and methods on one set of sampled ranks.
 
     Returns ``{method: {metric: estimate}}`` where each estimate is as :func:`estimate_metric`
@@ -273,7 +364,17 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, *
     ``eta`` / ``eta_scaling`` to the MES-based ones, ``C`` / ``weight`` to the WMLE-based ones;
     options for one rank-distribution method only can be given as a dict, e.g.
     ``mle={"solver": "em"}``, ``mes={"solver": "cvxpy"}``.
+
+    With ``ci`` (a confidence level in (0, 1)) every estimate is a
+    :class:`~itemsampling.estimators.bootstrap.MetricEstimate` with a user-bootstrap percentile
+    interval; all methods share the same ``n_boot`` replicates drawn with ``rng``
+    (:func:`~itemsampling.estimators.bootstrap.bootstrap_metrics`).
     """
+    if ci is not None:
+        from .bootstrap import bootstrap_metrics
+
+        return bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci, n_boot=n_boot,
+                                 rng=rng, **params)
     r, N, n = _prepare(sampled_ranks, n_items, sample_size, params)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     methods = [methods] if isinstance(methods, str) else list(methods)
@@ -287,26 +388,6 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, *
     cache: dict = {}
     out: dict = {}
     for meth in methods:
-        p = {k2: v for k2, v in params.items() if k2 in _options_of(meth)}  # each method gets its own
-        if meth not in ("bv", "bv_mle", "bv_mes"):
-            p.pop("gamma", None)
-        if meth == "sampled":
-            p = {}
-        elif meth in ("rank_estimate",):
-            p = {k2: v for k2, v in p.items() if k2 == "replacement"}
-        elif meth in CORRECTION_METHODS:
-            p = {k2: v for k2, v in p.items() if k2 in _CORRECTION_PARAMS and k2 in _options_of(meth)}
-        else:  # mle / wmle / mes and the combinations: route the rank-distribution options
-            base = meth.split("_")[-1]
-            p.pop("prior", None)
-            for key in _DIST_ONLY:
-                if key != base:
-                    for opt in _DIST_ONLY[key]:
-                        p.pop(opt, None)
-            for key in _DISTRIBUTION_METHODS:
-                own = p.pop(key, None)
-                if key == base and own:
-                    p.update(own)
-        est = _estimate(r, N, n, metrics, ks, meth, p, cache)
+        est = _estimate(r, N, n, metrics, ks, meth, _route(meth, params), cache)
         out[meth] = {m: (est[i] if seq else float(est[i, 0])) for i, m in enumerate(metrics)}
     return out

@@ -61,8 +61,9 @@ Estimators
 
     .. math:: \max_{\pi\in\Delta}\ a\,H(\pi) - \sum_r \tilde P(r)\bigl(q_r(\pi) - \tilde P(r)\bigr)^2,
 
-    with :math:`a = \eta/n` (TORS Eq. 36, the book's default, ``eta_scaling="tors"``) or
-    :math:`a = \eta` (Jin et al. Eq. 26, ``eta_scaling="aaai"``); see SEED-NOTES item 6. Ranks
+    with :math:`a = \eta/n` (TORS Eq. 36, the book's default, ``eta_scaling="tors"``),
+    :math:`a = \eta` (Jin et al. Eq. 26, ``eta_scaling="aaai"``) or :math:`a = \eta\,(100/n)^2`
+    (``"quadratic"``, see :func:`mes_scale`); see SEED-NOTES item 6. Ranks
     never observed carry no weight. The problem is strictly concave; the default solver is its
     Lagrange dual (derived in :func:`mes_dual`), an unconstrained smooth problem in one variable
     per *observed* sampled rank, solved by Newton's method; ``solver="cvxpy"`` solves the primal
@@ -86,9 +87,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 from scipy.optimize import nnls
-from scipy.special import logsumexp
+from scipy.special import gammaln, logsumexp
 
-from .._validation import as_float_array, check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sizes
+from .._validation import (
+    as_float_array, check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sample_sizes,
+    check_sizes,
+)
 from ..kernel import kernel
 from ..metrics import metric_function
 
@@ -99,6 +103,13 @@ __all__ = [
     "estimate_rank_distribution",
     "fit_rank_distribution",
     "sampled_rank_histogram",
+    "sampled_rank_table",
+    "kernel_columns",
+    "kernel_blocks",
+    "stack_blocks",
+    "mle_em_blocks",
+    "mle_cnm_blocks",
+    "PER_USER_SIZE_METHODS",
     "wmle_weights",
     "mes_scale",
     "cached_kernel",
@@ -117,6 +128,9 @@ __all__ = [
 
 #: Methods accepted by :func:`estimate_rank_distribution`.
 DISTRIBUTION_METHODS = ("mle", "wmle", "mes", "bv")
+
+#: Rank-distribution methods that accept per-user sample sizes (adaptive sampling, TORS Sec. 6).
+PER_USER_SIZE_METHODS = ("mle",)
 
 
 class ConvergenceWarning(RuntimeWarning):
@@ -199,15 +213,25 @@ def wmle_weights(sample_size: int, weight: str = "ndcg", C: float = 10.0) -> np.
 
 
 def mes_scale(eta: float, sample_size: int, eta_scaling: str = "tors") -> float:
-    r"""The entropy weight :math:`a` of MES: :math:`\eta/n` (TORS Eq. 36, ``"tors"``) or
-    :math:`\eta` (Jin et al. Eq. 26, ``"aaai"``). ``eta`` must be positive and finite."""
+    r"""The entropy weight :math:`a` of MES: :math:`\eta/n` (TORS Eq. 36, ``"tors"``),
+    :math:`\eta` (Jin et al. Eq. 26, ``"aaai"``) or :math:`\eta\,(100/n)^2` (``"quadratic"``).
+    ``eta`` must be positive and finite.
+
+    ``"quadratic"`` is Jin et al.'s weight at their :math:`n = 100`, kept consistent across sample
+    sizes: the fit term :math:`\sum_r \tilde P(r)(q_r - \tilde P(r))^2` has :math:`n` terms whose
+    :math:`\tilde P(r)` and :math:`q_r` are of order :math:`1/n`, so for a fixed *relative* misfit
+    it falls like :math:`1/n^2` while the entropy does not change; with :math:`a = \eta` fixed the
+    entropy wins more and more as :math:`n` grows (the book's chapter 6 measures MES's error
+    growing by more than an order of magnitude from :math:`n = 100` to :math:`500`)."""
     eta = _check_positive(eta, "eta")
     sample_size = check_int(sample_size, "sample_size", low=2)
     if eta_scaling == "tors":
         return eta / sample_size
     if eta_scaling == "aaai":
         return eta
-    raise ValueError(f"eta_scaling must be 'tors' or 'aaai', got {eta_scaling!r}")
+    if eta_scaling == "quadratic":
+        return eta * (100.0 / sample_size) ** 2
+    raise ValueError(f"eta_scaling must be 'tors', 'aaai' or 'quadratic', got {eta_scaling!r}")
 
 
 @functools.lru_cache(maxsize=4)
@@ -416,6 +440,165 @@ def _mle_cnm_impl(counts, K, tol: float = 1e-9, max_iter: int = 1000) -> FitResu
     pi = np.zeros(N)
     pi[S] = w
     return FitResult(pi, ll, it, converged, gap, time.perf_counter() - start, "cnm")
+
+
+# ---------------------------------------------------------------------------------------------
+# per-user sample sizes (adaptive sampling, TORS Sec. 6 and Appendix H)
+# ---------------------------------------------------------------------------------------------
+def sampled_rank_table(sampled_ranks, sample_size):
+    r"""The sufficient statistic of sampled ranks with per-user sample sizes: the distinct pairs
+    :math:`(n_u, r_u)` and how many users share each (TORS Eq. 43: a user's likelihood depends on
+    the data only through the pair, so users with equal pairs are grouped; SEED-NOTES item 10).
+
+    ``sample_size`` is one int for every user or one per user (``check_sample_sizes``); each
+    :math:`r_u` must lie in :math:`1..n_u`. Returns ``(sizes, ranks, counts)``, three int64 arrays
+    sorted by size, then rank.
+    """
+    r = check_ranks(sampled_ranks, "sampled_ranks")
+    n = check_sample_sizes(sample_size, np.iinfo(np.int64).max, r.size)
+    sizes = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else n
+    if np.any(r > sizes):
+        u = int(np.flatnonzero(r > sizes)[0])
+        raise ValueError(f"sampled_ranks must lie in 1..sample_size for every user; user {u} has rank {r[u]} "
+                         f"with sample_size {sizes[u]}")
+    key = sizes * (int(r.max()) + 1) + r
+    uniq, counts = np.unique(key, return_counts=True)
+    return uniq // (int(r.max()) + 1), uniq % (int(r.max()) + 1), counts.astype(np.int64)
+
+
+def _column_log_kernel(n_items: int, sizes: np.ndarray, ranks: np.ndarray, support: np.ndarray,
+                       replacement: bool) -> np.ndarray:
+    """log P(r | R; n) for the given (n, r) columns and global ranks R (rows), binomial or
+    hypergeometric (the formulas of :mod:`itemsampling.kernel`), without the other columns."""
+    N = n_items
+    j = ranks.astype(np.float64) - 1.0  # decoys above the target
+    m = sizes.astype(np.float64) - 1.0  # decoys
+    R = support.astype(np.float64)
+    if replacement:
+        p = (R - 1.0) / (N - 1.0)
+        interior = (p > 0) & (p < 1)
+        # (r-1) log p + (n-r) log(1-p) + log C(n-1, r-1) as one (L x 3) @ (3 x J) product
+        rows = np.column_stack([np.log(np.where(interior, p, 0.5)), np.log1p(-np.where(interior, p, 0.5)),
+                                np.ones_like(p)])
+        cols = np.vstack([j, m - j, gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)])
+        out = rows @ cols
+        if not interior.all():
+            out[p <= 0] = np.where(j == 0, 0.0, -np.inf)
+            out[p >= 1] = np.where(j == m, 0.0, -np.inf)
+        return out
+    pop = N - 1.0
+    good = R - 1.0
+    bad = N - R
+    a = np.subtract.outer(good, j)  # good - j
+    b = np.add.outer(bad, j - m)  # bad - (m - j)
+    valid = (a >= 0) & (b >= 0)
+    out = -gammaln(np.maximum(a, 0.0) + 1.0)
+    out -= gammaln(np.maximum(b, 0.0) + 1.0)
+    out += (gammaln(good + 1.0) + gammaln(bad + 1.0))[:, None]
+    out += (-gammaln(j + 1.0) - gammaln(m - j + 1.0)
+            - (gammaln(pop + 1.0) - gammaln(m + 1.0) - gammaln(pop - m + 1.0)))[None, :]
+    out[~valid] = -np.inf
+    return out
+
+
+def kernel_columns(n_items: int, sample_size, ranks, replacement: bool = True, support=None,
+                   rel: float = 1e-30) -> np.ndarray:
+    r"""Columns :math:`K_{R,(n,r)} = P(r \mid R; n)` of the sampling kernel (:mod:`itemsampling.kernel`)
+    for the given sampled ranks :math:`r` only, over the rows ``support`` (global ranks, default
+    :math:`1..N`): an ``(L, len(ranks))`` array computed in log space. ``sample_size`` is one
+    :math:`n` for every column or one per column (the distinct pairs of :func:`sampled_rank_table`).
+
+    Entries below ``rel`` times their column's largest entry are set to exactly 0: they change
+    :math:`q_r = \sum_R \pi_R K_{R,r}` by less than ``rel`` of the column's scale, and leaving them
+    as subnormal numbers would slow every matrix-vector product of EM many times over. With
+    :math:`n` up to :math:`n_{max}` this keeps adaptive EM from building an :math:`N\times n_{max}`
+    kernel: only the columns of observed pairs are computed.
+    """
+    N = check_int(n_items, "n_items", low=2)
+    r = check_ranks(ranks, "ranks", high=N)
+    if np.ndim(sample_size) == 0:
+        n = np.full(r.size, check_int(sample_size, "sample_size", low=2, high=N), dtype=np.int64)
+    else:
+        n = check_ranks(sample_size, "sample_size", high=N)
+        if n.size != r.size or n.min() < 2:
+            raise ValueError(f"sample_size must be an int in 2..{N} or one such size per rank ({r.size})")
+    if np.any(r > n):
+        raise ValueError("ranks must lie in 1..sample_size")
+    S = np.arange(1, N + 1, dtype=np.int64) if support is None else check_ranks(support, "support", high=N)
+    rel = _check_positive(rel, "rel")
+    logk = _column_log_kernel(N, n, r, S, bool(replacement))
+    logk[logk < logk.max(axis=0, keepdims=True) + np.log(rel)] = -np.inf
+    return np.exp(logk, out=logk)
+
+
+def kernel_blocks(n_items: int, sizes, ranks, counts, replacement: bool = True, support=None):
+    r"""The EM / CNM input of adaptive sampling: one block ``(K_b, c_b)`` per distinct sample size
+    :math:`n_b`, where ``K_b`` holds the kernel columns :math:`P(r \mid R; n_b)` of the sampled
+    ranks observed at that size (:func:`kernel_columns`, rows = ``support``) and ``c_b`` their
+    user counts. ``sizes, ranks, counts`` are the output of :func:`sampled_rank_table`."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    ranks = np.asarray(ranks, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.float64)
+    if not (sizes.shape == ranks.shape == counts.shape) or sizes.ndim != 1:
+        raise ValueError("sizes, ranks and counts must be 1-d arrays of the same length")
+    K = kernel_columns(n_items, sizes, ranks, replacement, support)
+    return [(np.ascontiguousarray(K[:, sizes == n]), counts[sizes == n]) for n in np.unique(sizes)]
+
+
+def stack_blocks(blocks):
+    r"""Concatenate the blocks ``[(K_b, c_b)]`` column-wise into one kernel and one count vector.
+
+    The mixture log-likelihood with per-user sizes (TORS Eq. 43, Appendix H Eq. 60) is
+    :math:`\sum_b\sum_r c_{b,r}\log (K_b^\top\pi)_r`: a sum over *columns*, so EM, its gradient and
+    the KKT gap on the stacked matrix are exactly those of the adaptive model. Every block must
+    have the same number of rows (the support of :math:`\pi`)."""
+    if not blocks:
+        raise ValueError("blocks must hold at least one (kernel, counts) pair")
+    mats, cs = [], []
+    L = None
+    for i, (K, c) in enumerate(blocks):
+        c = np.asarray(c, dtype=np.float64).ravel()
+        K = np.asarray(K, dtype=np.float64)
+        if K.ndim != 2 or K.shape[1] != c.size:
+            raise ValueError(f"block {i}: the kernel must have one column per count, got {K.shape} and {c.size}")
+        if L is None:
+            L = K.shape[0]
+        elif K.shape[0] != L:
+            raise ValueError(f"block {i}: every kernel must have the same number of rows ({L}), got {K.shape[0]}")
+        mats.append(K)
+        cs.append(c)
+    K = mats[0] if len(mats) == 1 else np.hstack(mats)
+    return np.ascontiguousarray(K, dtype=np.float64), np.concatenate(cs)
+
+
+def mle_em_blocks(blocks, pi0=None, tol: float = 1e-6, max_iter: int = 10_000, progress: bool = False) -> FitResult:
+    r"""Adaptive EM (TORS Sec. 6.2 and Appendix H Eq. 60-62) on blocks ``[(K_b, c_b)]``.
+
+    In the book's notation, user :math:`u` has sample size :math:`n_u` and sampled rank
+    :math:`r_u`; the E-step's posterior is :math:`\phi_{uR} = \pi_R P(r_u\mid R; n_u) / q_u`,
+    :math:`q_u = \sum_{R'} \pi_{R'} P(r_u \mid R'; n_u)` (Eq. 61), and the M-step
+    :math:`\pi^{new}_R = \frac1M\sum_u \phi_{uR}` (Eq. 62). Users with the same :math:`(n_u, r_u)`
+    have the same posterior, so with :math:`c_{n,r}` users per pair
+
+    .. math:: \pi^{new}_R = \pi_R \sum_{(n,r)} \frac{c_{n,r}}{M}\,\frac{P(r\mid R;n)}{q_{n,r}},
+
+    which is chapter 6's EM update (Jin et al. Eq. 21) with the kernel columns of every size side
+    by side (:func:`stack_blocks`). Cost per pass: the non-zeros of the kernel columns of the
+    observed pairs, independent of :math:`M`. Convergence, the certified gap and the warning are
+    those of :func:`mle_em`. The rows of every block are the support of :math:`\pi` (any set of
+    global ranks), so the result has one entry per row.
+    """
+    K, c = stack_blocks(blocks)
+    with _single_blas_thread():
+        return _mle_em_impl(c, K, pi0, tol, max_iter, progress)
+
+
+def mle_cnm_blocks(blocks, tol: float = 1e-9, max_iter: int = 1000) -> FitResult:
+    r"""The exact MLE with per-user sample sizes (TORS Eq. 43) by the constrained Newton method of
+    :func:`mle_cnm` on the stacked blocks (:func:`stack_blocks`); KKT-certified to ``tol``."""
+    K, c = stack_blocks(blocks)
+    with _single_blas_thread():
+        return _mle_cnm_impl(c, K, tol, max_iter)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -679,6 +862,13 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
                           replacement: bool = True, **params) -> FitResult:
     r"""As :func:`estimate_rank_distribution`, but returns the :class:`FitResult` (objective,
     iterations, convergence, certified gap, solver time)."""
+    if np.ndim(sample_size) > 0:  # one size per user: equal sizes take the fixed-size path below
+        N = check_int(n_items, "n_items", low=2)
+        r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
+        sizes = check_sample_sizes(sample_size, N, r.size)
+        if not isinstance(sizes, int):
+            return _fit_per_user_sizes(r, N, sizes, method, replacement, params)
+        sample_size = sizes
     N, n = check_sizes(n_items, sample_size)
     if method not in DISTRIBUTION_METHODS:
         raise ValueError(f"method must be one of {DISTRIBUTION_METHODS}, got {method!r}")
@@ -717,7 +907,33 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
     raise ValueError(f"solver must be 'dual' or 'cvxpy' for method 'mes', got {opts['solver']!r}")
 
 
-def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str,
+def _fit_per_user_sizes(r, N, sizes, method, replacement, params) -> FitResult:
+    """MLE with unequal per-user sample sizes (TORS Eq. 43, Appendix H): EM or CNM on the kernel
+    blocks of the distinct (n_u, r_u) pairs."""
+    if method not in DISTRIBUTION_METHODS:
+        raise ValueError(f"method must be one of {DISTRIBUTION_METHODS}, got {method!r}")
+    if method not in PER_USER_SIZE_METHODS:
+        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
+                         f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
+    unknown = set(params) - set(_DEFAULTS[method])
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: "
+                         f"{sorted(_DEFAULTS[method])}")
+    if not isinstance(replacement, (bool, np.bool_)):
+        raise ValueError(f"replacement must be True or False, got {replacement!r}")
+    opts = {**_DEFAULTS[method], **params}
+    sizes_, ranks_, counts_ = sampled_rank_table(r, sizes)
+    # every observed (n, r) pair is one column; one block holds them all (no copy when stacked)
+    blocks = [(kernel_columns(N, sizes_, ranks_, bool(replacement)), counts_.astype(np.float64))]
+    kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
+    if opts["solver"] == "cnm":
+        return mle_cnm_blocks(blocks, **kw)
+    if opts["solver"] == "em":
+        return mle_em_blocks(blocks, **kw)
+    raise ValueError(f"solver must be 'cnm' or 'em' for method {method!r}, got {opts['solver']!r}")
+
+
+def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size, method: str,
                                replacement: bool = True, **params) -> np.ndarray:
     r"""Learn the global rank distribution :math:`\widehat P(R)`, :math:`R = 1..N`, from sampled ranks.
 
@@ -727,8 +943,12 @@ def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
         One sampled rank :math:`r_u \in 1..n` per user.
     n_items : int
         Catalog size :math:`N`.
-    sample_size : int
-        Sampled-set size :math:`n \le N` including the target (:math:`n-1` decoys).
+    sample_size : int or array of int
+        Sampled-set size :math:`n \le N` including the target (:math:`n-1` decoys), or one size
+        :math:`n_u` per user (adaptive sampling, TORS Sec. 6; ``_validation.check_sample_sizes``).
+        Unequal sizes are taken by ``"mle"`` only (EM of TORS Appendix H, or ``solver="cnm"``,
+        on the distinct :math:`(n_u, r_u)` pairs of :func:`sampled_rank_table`); the other methods
+        refuse them. Equal sizes take the fixed-size path.
     method : {"mle", "wmle", "mes", "bv"}
         See the module docstring.
     replacement : bool
@@ -745,7 +965,7 @@ def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
         ``"wmle"``: as MLE plus ``weight`` (``"ndcg"`` default or ``"ap"``) and ``C`` (>= 1,
         default 10; Jin et al. Table 2 use NDCG with C = 10).
         ``"mes"``: ``eta`` (> 0, default 0.001), ``eta_scaling`` (``"tors"``: entropy weight
-        :math:`\eta/n`, default; ``"aaai"``: :math:`\eta`), ``solver`` (``"dual"`` Newton, default,
+        :math:`\eta/n`, default; ``"aaai"``: :math:`\eta`; ``"quadratic"``: :math:`\eta(100/n)^2`), ``solver`` (``"dual"`` Newton, default,
         or ``"cvxpy"`` with Clarabel), ``tol`` (dual gradient, 1e-10; the solver also stops, as converged, when the Newton
         decrement reaches rounding level), ``max_iter`` (200).
         ``"bv"``: ``gamma`` in [0, 1] (default 0.1), ``prior`` (length N, uniform by default),
