@@ -84,7 +84,22 @@ FLAG_CALLS = {
     "simulate_sampled_recall_curves": lambda v: T.simulate_sampled_recall_curves(R, 100, 10, 2, progress=v),
     "order_string": lambda v: order_string({"a": 1.0, "b": 2.0}, higher_is_better=v),
     "ALS.use_cg": lambda v: MO.ALS(use_cg=v),
+    "popularity_score.normalize": lambda v: _candidates().popularity_score([[0, 1]], np.array([3.0, 1.0, 2.0]),
+                                                                           normalize=v),
+    "grid_kernel": lambda v: _grid().grid_kernel(_grid().rank_grid(10_000, 10), 10, replacement=v),
 }
+
+
+def _candidates():
+    from itemsampling import candidates
+
+    return candidates
+
+
+def _grid():
+    from itemsampling.estimators import grid
+
+    return grid
 
 
 @pytest.mark.parametrize("name", sorted(FLAG_CALLS))
