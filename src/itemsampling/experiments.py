@@ -28,10 +28,13 @@ items). The runner below can simulate the exact per-user pools (``pool="user"``)
 approximation (``pool="catalog"``).
 
 Ties are broken at random (seeded), models are fit with seeds derived from ``rng`` and the model
-name, and results are cached in ``data/cache/ranks`` (atomic writes) keyed by the dataset, the
-model's class and parameters, the seed, ``exclude_train``, a cache version and a hash of the
-source of :mod:`itemsampling.models`, :mod:`itemsampling.ranking` and :mod:`itemsampling.data`;
-a second call is instant.
+name, and results are cached in ``data/cache/ranks`` (atomic writes) keyed by the dataset (a
+simulated dataset's configuration, or the content of the files a real-data folder is read from:
+:func:`dataset_fingerprint`), the model's class and parameters, the seed, ``exclude_train``, a
+cache version and the package's version and source; a second call is instant. Every cache file
+carries its key and a checksum, verified on read: a truncated, edited or inconsistent file (ranks
+outside their pools, another split) is recomputed with a
+:class:`~itemsampling.data.cache.CacheWarning`, never returned.
 """
 
 from __future__ import annotations
