@@ -87,7 +87,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import expi, gammaln, logsumexp, psi
 
-from .._validation import check_int, check_probability_vector, check_ranks, check_sizes
+from .._validation import check_bool, check_int, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
 from .corrected import _solve_spd, check_gamma
@@ -356,6 +356,7 @@ def grid_kernel(grid: RankGrid, sample_size: int, replacement: bool = True) -> n
     :func:`itemsampling.kernel.kernel`; wider cells are computed as in the module docstring
     (exact without replacement; with replacement within the stated Euler-Maclaurin bound).
     Time and memory :math:`O(Cn)`."""
+    replacement = check_bool(replacement, "replacement")
     if not isinstance(grid, RankGrid):
         raise ValueError(f"grid must be a RankGrid (from rank_grid), got {type(grid).__name__}")
     N, n = check_sizes(grid.n_items, sample_size)
@@ -478,6 +479,7 @@ def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
     pass are :math:`O(Cn)`, independent of :math:`N`; with an exact grid the result equals the
     dense estimator's.
     """
+    replacement = check_bool(replacement, "replacement")
     if np.ndim(sample_size) > 0:  # one size per user (adaptive sampling): MLE only, as in the dense path
         from .._validation import check_sample_sizes
 
@@ -620,6 +622,7 @@ def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method
     = \sum_c p_c\bar F_c\bar K_c`, MNW = BV with :math:`\gamma = 1/M`; :math:`\bar F_c` is the cell
     mean of :math:`F`. Cost :math:`O(Cn\bar b + n^3)`.
     """
+    replacement = check_bool(replacement, "replacement")
     N, n = check_sizes(grid.n_items, sample_size)
     names = [canonical_metric(m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
     ks = list(ks)
@@ -783,6 +786,7 @@ def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics
     ``grid`` defaults to :func:`rank_grid` of ``(N, n)`` with breaks at the cut-offs.
     :func:`itemsampling.estimators.estimate_metrics` with ``grid=True`` routes here.
     """
+    replacement = check_bool(replacement, "replacement")
     N, n = check_sizes(n_items, sample_size)
     r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
     names = [metrics] if isinstance(metrics, str) else list(metrics)
