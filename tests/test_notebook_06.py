@@ -155,14 +155,18 @@ def test_at_scale_section_recomputed(results):
     R = sample_beta_ranks(a, N, M, rng=rng)
     r = sample_ranks(R, N, n, rng=rng)
     rec = results["ch06_scale_estimates"]
-    assert results["ch06_scale_cells"] == rank_grid(N, n, breaks=[10, 100]).n_cells
+    ks = [10, N // n, 10 * N // n]
+    assert (results["ch06_scale_K1"], results["ch06_scale_K2"]) == (ks[1], ks[2])
+    assert results["ch06_scale_cells"] == rank_grid(N, n, breaks=ks).n_cells
     for label, meth in {"MLE": "mle", "MES": "mes", "BV 0.1": "bv", "MN": "mn", "BV_MES": "bv_mes"}.items():
-        out = grid_estimate_metrics(r, N, n, ["recall", "ndcg"], [10, 100], meth, gamma=0.1)[meth]
-        for met in ("recall", "ndcg"):
-            for j, k in enumerate((10, 100)):
-                assert rec[label][f"{LABEL[met]}@{k}"] == pytest.approx(100 * out[met][j], abs=1e-9), (label, met, k)
-    for met in ("recall", "ndcg"):
-        assert rec["exact"][f"{LABEL[met]}@10"] == pytest.approx(100 * evaluate(R, met, 10), abs=1e-12)
+        out = grid_estimate_metrics(r, N, n, "recall", ks, meth, gamma=0.1)[meth]["recall"]
+        for j, k in enumerate(ks):
+            assert rec[label][f"Recall@{k:,}"] == pytest.approx(100 * out[j], abs=1e-9), (label, k)
+    for k in ks:
+        assert rec["exact"][f"Recall@{k:,}"] == pytest.approx(100 * evaluate(R, "recall", k), abs=1e-12)
+    rel = max(abs(rec[lab][f"Recall@{k:,}"] / rec["exact"][f"Recall@{k:,}"] - 1)
+              for lab in ("MLE", "MES", "BV 0.1", "BV_MES") for k in ks[1:])
+    assert results["ch06_scale_relerr_wide"] == pytest.approx(100 * rel, rel=1e-9)
     # the recorded agreement is recomputed, and it is far below the estimators' spread
     Nc = 20_000
     Rc = sample_beta_ranks(a, Nc, 6040, rng=np.random.default_rng([PARAMS["seed"], 4001]))
