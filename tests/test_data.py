@@ -135,7 +135,14 @@ def test_corrupt_cache_is_regenerated(tmp_path):
     df = D.load_dataset("sim-ml100k")
     (f,) = (tmp_path / "cache" / "datasets").glob("sim-ml100k-*.npz")
     f.write_bytes(f.read_bytes()[:100])  # truncated file
-    pd.testing.assert_frame_equal(D.load_dataset("sim-ml100k"), df)
+    with pytest.warns(D.CacheWarning, match="unreadable"):
+        pd.testing.assert_frame_equal(D.load_dataset("sim-ml100k"), df)
+    # a complete file whose ids were edited (no valid checksum): detected and regenerated too
+    z = dict(np.load(f))
+    z["item"] = np.zeros_like(z["item"])
+    np.savez(f, **z)
+    with pytest.warns(D.CacheWarning, match="checksum"):
+        pd.testing.assert_frame_equal(D.load_dataset("sim-ml100k"), df)
 
 
 def test_unknown_dataset():
@@ -217,7 +224,7 @@ def test_load_movielens_1m_and_csv(tmp_path):
 
 @pytest.mark.parametrize("content, match", [
     ("196\t242\t3\n", "line 1 has 3 field"),
-    ("196\t242\t3\t881250949\n186\tx\t3\t891717742\n", "line 2, field 2 is not an integer"),
+    ("196\t242\t3\t881250949\n186\tx\t3\t891717742\n", "line 2, field 2 \\(item\\) is not an integer"),
     ("196\t242\t3\t881250949\n186\t302\t3\t8917", None),  # complete last row without newline: fine
     ("196\t242\t3\t881250949\n186\t302\t", "truncated"),
     ("", "no data rows"),
@@ -263,11 +270,37 @@ def test_load_ncf(tmp_path):
 @pytest.mark.parametrize("line, match", [("(1,7)\t3\t4", "2 decoys, expected 3"),
                                          ("(1,8)\t3\t4\t9", "is for \\(1,8\\)"),
                                          ("1,7\t3\t4\t9", "must start with"),
-                                         ("(1,7)\t3\tx\t9", "non-integer")])
+                                         ("(1,7)\t3\tx\t9", "line 2, field 3 \\(decoy\\) is not an integer"),
+                                         ("(1,7)\t3\t-4\t9", "line 2, field 3 \\(decoy\\) must be a non-negative"),
+                                         ("(1,7)\t3\t7\t9", "line 2, field 3 \\(decoy\\) equals the test item 7"),
+                                         ("(1,7)\t3\t4\t5", "line 2, field 4 \\(decoy\\) is item 5, which user 1 has")])
 def test_load_ncf_malformed(tmp_path, line, match):
     _write_ncf(tmp_path, line)
     with pytest.raises(ValueError, match=match):
         D.load_ncf(tmp_path, "ml-1m")
+
+
+@pytest.mark.parametrize("which, content, match", [
+    ("train", "0\t32\t4\t978824330\n-1\t34\t4\t978824330\n", "train.rating: line 2, field 1 \\(user\\) must be a non-negative"),
+    ("train", "0\t32\tnan\t978824330\n", "train.rating: line 1, field 3 \\(rating\\) must be a finite number"),
+    ("test", "0\t25\t5\t978824351\n1\t-7\t4\t978300002\n", "test.rating: line 2, field 2 \\(item\\) must be a non-negative"),
+])
+def test_load_ncf_bad_rating_files(tmp_path, which, content, match):
+    _write_ncf(tmp_path)
+    (tmp_path / f"ml-1m.{which}.rating").write_text(content)
+    with pytest.raises(ValueError, match=match):
+        D.load_ncf(tmp_path, "ml-1m")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN"])
+def test_load_movielens_refuses_non_finite_ratings(tmp_path, value):
+    (tmp_path / "u.data").write_text(f"196\t242\t3\t881250949\n186\t302\t{value}\t891717742\n")
+    with pytest.raises(ValueError, match=f"u.data: line 2, field 3 \\(rating\\) must be a finite number, got '{value}'"):
+        D.load_movielens(tmp_path)
+    (tmp_path / "u.data").unlink()
+    (tmp_path / "ratings.csv").write_text(f"userId,movieId,rating,timestamp\n1,296,{value},1147880044\n")
+    with pytest.raises(ValueError, match="ratings.csv: line 2, field 3 \\(rating\\) must be a finite number"):
+        D.load_movielens(tmp_path)
 
 
 def test_load_ncf_missing(tmp_path):

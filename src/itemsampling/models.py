@@ -16,7 +16,8 @@ or ``fit(train, n_items=...)``. Scoring before ``fit`` raises ``ValueError``.
 
 Models: :class:`Random`, :class:`Popular`, :class:`ItemKNN` (Krichene & Rendle 2020, Sec. 9,
 Eq. 27-30), :class:`UserKNN`, :class:`EASE` (Steck 2019), :class:`ALS` (Hu et al. 2008, via the
-``implicit`` package, with Krichene & Rendle's loss parameterisation), :class:`Oracle` (the
+``implicit`` package, with Krichene & Rendle's loss parameterisation), :class:`BPR` (Rendle et al.
+2009, via ``implicit``), :class:`Oracle` (the
 simulator's true preferences; Ihemelandu & Ekstrand 2023, Sec. IV).
 """
 
@@ -29,7 +30,7 @@ import scipy.sparse as sp
 from ._validation import as_rng, check_bool, check_int, check_memory
 from .data import n_items_of, n_users_of
 
-__all__ = ["Recommender", "Random", "Popular", "ItemKNN", "UserKNN", "EASE", "ALS", "Oracle",
+__all__ = ["Recommender", "Random", "Popular", "ItemKNN", "UserKNN", "EASE", "ALS", "BPR", "Oracle",
            "interaction_matrix", "gram"]
 
 
@@ -414,6 +415,57 @@ class ALS(Recommender):
                 factors=self.factors, regularization=self.hu_regularization, alpha=self.confidence,
                 iterations=self.iterations, dtype=np.float32 if self.use_cg else np.float64, use_cg=self.use_cg,
                 num_threads=self.num_threads, random_state=seed)
+            model.fit(X.astype(np.float32), show_progress=False)
+        self.user_factors_ = np.asarray(model.user_factors, dtype=np.float64)
+        self.item_factors_ = np.asarray(model.item_factors, dtype=np.float64)
+
+    def _score(self, users):
+        return self.user_factors_[users] @ self.item_factors_.T
+
+    def _score_items(self, users, items):
+        return np.einsum("bf,bkf->bk", self.user_factors_[users], self.item_factors_[items])
+
+
+class BPR(Recommender):
+    r"""Bayesian personalised ranking (Rendle et al. 2009): matrix factorisation
+    :math:`\hat y_{ui} = v_u^\top v_i + b_i` fit by stochastic gradient ascent on
+    :math:`\sum_{(u, i, j)} \ln \sigma(\hat y_{ui} - \hat y_{uj}) - \lambda \lVert \Theta \rVert^2`
+    over triples of a training item :math:`i` and a sampled non-training item :math:`j` of user
+    :math:`u`; fit with the ``implicit`` package (CPU). ``factors`` excludes the item bias
+    (``implicit`` stores it as an extra factor), ``lr`` is the learning rate, ``lam`` the
+    regularisation :math:`\lambda`, ``rng`` seeds initialisation and the triple sampling,
+    ``num_threads`` limits implicit's threads (with several threads the updates race, so a fit is
+    reproducible only with ``num_threads=1``, the default)."""
+
+    name = "bpr"
+
+    def __init__(self, factors: int = 64, lr: float = 0.01, lam: float = 0.01, iterations: int = 100,
+                 rng=None, num_threads: int = 1):
+        self.factors = check_int(factors, "factors", low=1)
+        for nm, v in (("lr", lr), ("lam", lam)):
+            if not (np.isfinite(float(v)) and float(v) > 0):
+                raise ValueError(f"{nm} must be a positive finite number, got {v}")
+        self.lr, self.lam = float(lr), float(lam)
+        self.iterations = check_int(iterations, "iterations", low=1)
+        self.rng = rng
+        self.num_threads = check_int(num_threads, "num_threads", low=0)
+
+    def _params(self):
+        return {"factors": self.factors, "lr": self.lr, "lam": self.lam, "iterations": self.iterations}
+
+    def _fit(self, X):
+        import warnings
+
+        from threadpoolctl import threadpool_limits
+
+        seed = int(as_rng(self.rng).integers(2**31 - 1))
+        with threadpool_limits(1, "blas"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from implicit.cpu.bpr import BayesianPersonalizedRanking
+
+            model = BayesianPersonalizedRanking(
+                factors=self.factors, learning_rate=self.lr, regularization=self.lam,
+                iterations=self.iterations, num_threads=self.num_threads, random_state=seed)
             model.fit(X.astype(np.float32), show_progress=False)
         self.user_factors_ = np.asarray(model.user_factors, dtype=np.float64)
         self.item_factors_ = np.asarray(model.item_factors, dtype=np.float64)

@@ -22,10 +22,15 @@ _ML_FILES = {  # file name -> (separator, header, columns)
 }
 
 
-def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str) -> list[np.ndarray]:
+_RATING_FIELDS = ("user", "item", "rating", "timestamp")
+
+
+def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str,
+                names: tuple = _RATING_FIELDS, nonneg: tuple = ()) -> list[np.ndarray]:
     """Parse a delimited text file strictly: every row must have ``n_cols`` fields of the given
-    kinds (``i`` integer, ``f`` float). A fast pandas pass reads well-formed files; when it fails,
-    a line-by-line pass reports the first bad row with its line number."""
+    kinds (``i`` integer, ``f`` finite float: NaN and inf are refused), and the fields named in
+    ``nonneg`` must be >= 0. A fast pandas pass reads well-formed files; when anything is wrong, a
+    line-by-line pass reports the first bad value with its file, line number and field name."""
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8")
@@ -44,7 +49,7 @@ def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str) -> 
         if len(last) != n_cols or not all(last):
             raise ValueError(f"{path}: truncated last line {len(lines)}: {body[-1]!r}")
     fast = _parse_fast(text, sep, start, n_cols, kinds)
-    if fast is not None:
+    if fast is not None and all(fast[names.index(c)].size == 0 or fast[names.index(c)].min() >= 0 for c in nonneg):
         return fast
     cols: list[list] = [[] for _ in range(n_cols)]
     for lineno, line in enumerate(body, start=start + 1):
@@ -55,9 +60,19 @@ def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str) -> 
             raise ValueError(f"{path}: line {lineno} has {len(fields)} field(s), expected {n_cols}: {line!r}")
         for j, (kind, f) in enumerate(zip(kinds, fields)):
             try:
-                cols[j].append(int(f) if kind == "i" else float(f))
+                v = int(f) if kind == "i" else float(f)
             except ValueError:
-                raise ValueError(f"{path}: line {lineno}, field {j + 1} is not "
+                v = None
+            if v is not None and kind == "f" and not np.isfinite(v):
+                raise ValueError(f"{path}: line {lineno}, field {j + 1} ({names[j]}) must be a finite number, "
+                                 f"got {f!r}")
+            if v is not None and names[j] in nonneg and v < 0:
+                raise ValueError(f"{path}: line {lineno}, field {j + 1} ({names[j]}) must be a non-negative id, "
+                                 f"got {f!r}")
+            if v is not None:
+                cols[j].append(v)
+            else:
+                raise ValueError(f"{path}: line {lineno}, field {j + 1} ({names[j]}) is not "
                                  f"{'an integer' if kind == 'i' else 'a number'}: {f!r}") from None
     return [np.asarray(c, dtype=np.int64 if k == "i" else np.float64) for c, k in zip(cols, kinds)]
 
@@ -157,37 +172,62 @@ def load_ncf(path, name: str | None = None):
     for k, f in files.items():
         if not f.exists():
             raise ValueError(f"NCF file {f} does not exist (need {prefix}.train.rating, .test.rating, .test.negative)")
-    tr = _parse_rows(files["train.rating"], "\t", False, 4, "iifi")
-    te = _parse_rows(files["test.rating"], "\t", False, 4, "iifi")
+    ids = ("user", "item")
+    tr = _parse_rows(files["train.rating"], "\t", False, 4, "iifi", nonneg=ids)
+    te = _parse_rows(files["test.rating"], "\t", False, 4, "iifi", nonneg=ids)
     train = pd.DataFrame(dict(zip(COLUMNS, tr)))
     test = pd.DataFrame(dict(zip(COLUMNS, te)))
-    neg_rows = []
-    text = files["test.negative"].read_text()
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if len(lines) != len(test):
-        raise ValueError(f"{files['test.negative']}: {len(lines)} rows but {len(test)} test rows")
+    neg_rows, neg_lines = [], []
+    fneg = files["test.negative"]
+    text = fneg.read_text()
+    numbered = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
+    if len(numbered) != len(test):
+        raise ValueError(f"{fneg}: {len(numbered)} rows but {len(test)} test rows in {files['test.rating']}")
     width = None
-    for lineno, line in enumerate(lines, start=1):
+    for row, (lineno, line) in enumerate(numbered):
         fields = line.split("\t")
         head = fields[0].strip()
         if not (head.startswith("(") and head.endswith(")")):
-            raise ValueError(f"{files['test.negative']}: line {lineno} must start with '(user,item)', got {head!r}")
+            raise ValueError(f"{fneg}: line {lineno}, field 1 must start with '(user,item)', got {head!r}")
         try:
             u, i = (int(x) for x in head[1:-1].split(","))
-            negs = [int(x) for x in fields[1:] if x.strip()]
         except ValueError:
-            raise ValueError(f"{files['test.negative']}: line {lineno} holds a non-integer id") from None
+            raise ValueError(f"{fneg}: line {lineno}, field 1 must be '(user,item)' with integer ids, "
+                             f"got {head!r}") from None
+        negs = []
+        for j, x in enumerate(fields[1:], start=2):
+            if not x.strip():
+                continue
+            try:
+                v = int(x)
+            except ValueError:
+                raise ValueError(f"{fneg}: line {lineno}, field {j} (decoy) is not an integer: {x!r}") from None
+            if v < 0:
+                raise ValueError(f"{fneg}: line {lineno}, field {j} (decoy) must be a non-negative item id, got {v}")
+            if v == i:
+                raise ValueError(f"{fneg}: line {lineno}, field {j} (decoy) equals the test item {i}")
+            negs.append(v)
         if width is None:
             width = len(negs)
         if len(negs) != width or width == 0:
-            raise ValueError(f"{files['test.negative']}: line {lineno} has {len(negs)} decoys, expected {width}")
-        if u != test["user"].iat[lineno - 1] or i != test["item"].iat[lineno - 1]:
-            raise ValueError(f"{files['test.negative']}: line {lineno} is for ({u},{i}) but test row {lineno} "
-                             f"is ({test['user'].iat[lineno - 1]},{test['item'].iat[lineno - 1]})")
+            raise ValueError(f"{fneg}: line {lineno} has {len(negs)} decoys, expected {width}"
+                             + (" (truncated last line?)" if row == len(numbered) - 1 else ""))
+        if u != test["user"].iat[row] or i != test["item"].iat[row]:
+            raise ValueError(f"{fneg}: line {lineno} is for ({u},{i}) but test row {row + 1} "
+                             f"is ({test['user'].iat[row]},{test['item'].iat[row]})")
         neg_rows.append(negs)
+        neg_lines.append(lineno)
     negatives = np.asarray(neg_rows, dtype=np.int64)
     n_users = int(max(train["user"].max(), test["user"].max())) + 1
     n_items = int(max(train["item"].max(), test["item"].max(), negatives.max())) + 1
+    # a decoy the user interacted with in training is not a negative
+    trained = np.unique(train["user"].to_numpy() * n_items + train["item"].to_numpy())
+    keys = test["user"].to_numpy()[:, None] * n_items + negatives
+    hit = np.isin(keys, trained)
+    if hit.any():
+        row, col = np.argwhere(hit)[0]
+        raise ValueError(f"{fneg}: line {neg_lines[row]}, field {col + 2} (decoy) is item {negatives[row, col]}, "
+                         f"which user {test['user'].iat[row]} has in {files['train.rating']}")
     for df in (train, test):
         df.attrs["n_users"] = n_users
         df.attrs["n_items"] = n_items

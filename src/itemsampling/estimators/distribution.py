@@ -61,8 +61,9 @@ Estimators
 
     .. math:: \max_{\pi\in\Delta}\ a\,H(\pi) - \sum_r \tilde P(r)\bigl(q_r(\pi) - \tilde P(r)\bigr)^2,
 
-    with :math:`a = \eta/n` (TORS Eq. 36, the book's default, ``eta_scaling="tors"``) or
-    :math:`a = \eta` (Jin et al. Eq. 26, ``eta_scaling="aaai"``); see SEED-NOTES item 6. Ranks
+    with :math:`a = \eta/n` (TORS Eq. 36, the book's default, ``eta_scaling="tors"``),
+    :math:`a = \eta` (Jin et al. Eq. 26, ``eta_scaling="aaai"``) or :math:`a = \eta\,(100/n)^2`
+    (``"quadratic"``, see :func:`mes_scale`); see SEED-NOTES item 6. Ranks
     never observed carry no weight. The problem is strictly concave; the default solver is its
     Lagrange dual (derived in :func:`mes_dual`), an unconstrained smooth problem in one variable
     per *observed* sampled rank, solved by Newton's method; ``solver="cvxpy"`` solves the primal
@@ -211,14 +212,25 @@ def wmle_weights(sample_size: int, weight: str = "ndcg", C: float = 10.0) -> np.
 
 
 def mes_scale(eta: float, sample_size: int, eta_scaling: str = "tors") -> float:
-    r"""The entropy weight :math:`a` of MES: :math:`\eta/n` (TORS Eq. 36, ``"tors"``) or
-    :math:`\eta` (Jin et al. Eq. 26, ``"aaai"``). ``eta`` must be positive and finite."""
+    r"""The entropy weight :math:`a` of MES: :math:`\eta/n` (TORS Eq. 36, ``"tors"``),
+    :math:`\eta` (Jin et al. Eq. 26, ``"aaai"``) or :math:`\eta\,(100/n)^2` (``"quadratic"``).
+    ``eta`` must be positive and finite.
+
+    ``"quadratic"`` is Jin et al.'s weight at their :math:`n = 100`, kept consistent across sample
+    sizes: the fit term :math:`\sum_r \tilde P(r)(q_r - \tilde P(r))^2` has :math:`n` terms whose
+    :math:`\tilde P(r)` and :math:`q_r` are of order :math:`1/n`, so for a fixed *relative* misfit
+    it falls like :math:`1/n^2` while the entropy does not change; with :math:`a = \eta` fixed the
+    entropy wins more and more as :math:`n` grows (the book's chapter 6 measures MES's error
+    growing by more than an order of magnitude from :math:`n = 100` to :math:`500`)."""
     eta = _check_positive(eta, "eta")
+    sample_size = check_int(sample_size, "sample_size", low=2)
     if eta_scaling == "tors":
         return eta / sample_size
     if eta_scaling == "aaai":
         return eta
-    raise ValueError(f"eta_scaling must be 'tors' or 'aaai', got {eta_scaling!r}")
+    if eta_scaling == "quadratic":
+        return eta * (100.0 / sample_size) ** 2
+    raise ValueError(f"eta_scaling must be 'tors', 'aaai' or 'quadratic', got {eta_scaling!r}")
 
 
 @functools.lru_cache(maxsize=4)
@@ -599,8 +611,10 @@ def _entropy(pi):
 def mes_objective(pi, p_tilde, K, a: float) -> float:
     r"""The MES objective :math:`a\,H(\pi) - \sum_r \tilde P(r)(q_r(\pi) - \tilde P(r))^2`
     (TORS Eq. 35-36 with :math:`a = \eta/n`; Jin et al. Eq. 25-26 with :math:`a = \eta`)."""
-    pt = np.asarray(p_tilde, dtype=np.float64)
-    q = K.T @ np.asarray(pi, dtype=np.float64)
+    pt, K = _check_mes_inputs(p_tilde, K)
+    a = _check_positive(a, "a")
+    pi = check_probability_vector(pi, "pi", length=K.shape[0])
+    q = K.T @ pi
     return a * _entropy(np.asarray(pi, dtype=np.float64)) - float(pt @ (q - pt) ** 2)
 
 
@@ -627,6 +641,22 @@ def _weighted_gram(K, w, bands):
     return 0.5 * (H + H.T)
 
 
+def _check_mes_inputs(p_tilde, K) -> tuple[np.ndarray, np.ndarray]:
+    """The sampled-rank distribution (length n, a probability vector) and a kernel of shape (N, n)
+    with finite, non-negative entries."""
+    Km = np.asarray(K, dtype=np.float64)
+    if Km.ndim != 2 or Km.shape[0] < 2 or Km.shape[1] < 2:
+        raise ValueError(f"K must be a kernel matrix of shape (N, n) with N, n >= 2, got shape {Km.shape}")
+    if not np.all(np.isfinite(Km)) or np.any(Km < 0):
+        raise ValueError("K must hold finite, non-negative probabilities")
+    pt = check_probability_vector(p_tilde, "p_tilde", length=Km.shape[1])
+    return pt, Km
+
+
+#: the gradient at which a stalled MES Newton solve still counts as converged (floating-point accuracy)
+_MES_STALL_GRAD = 1e-7
+
+
 def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200) -> FitResult:
     r"""MES through its Lagrange dual, solved by Newton's method.
 
@@ -643,12 +673,19 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
     and Hessian :math:`K_O^\top(\mathrm{diag}\,\pi - \pi\pi^\top)K_O + \mathrm{diag}(a/(2\tilde P_O))`,
     where :math:`\pi(\mu) = \mathrm{softmax}(K_O\mu)`. Strong duality holds (Slater), and the
     primal optimum is :math:`\pi^* = \pi(\mu^*)`: positive everywhere, unique. Newton steps with
-    backtracking; stops when :math:`\|\nabla f\|_\infty \le` ``tol`` (the primal KKT residual
-    in units of probability) or when the Newton decrement :math:`-\nabla f^\top\Delta\mu`
-    falls below :math:`10^{-13}\max(1, |f|)`, where no step can lower :math:`f` measurably. The Hessian is accumulated over row blocks of the kernel restricted
-    to their band of sampled ranks, which cuts its cost several-fold at :math:`n = 500`.
+    backtracking; converges when :math:`\|\nabla f\|_\infty \le` ``tol`` (the primal KKT residual
+    in units of probability). When the Newton decrement :math:`-\nabla f^\top\Delta\mu` falls
+    below :math:`10^{-13}\max(1, |f|)` (no step can lower :math:`f` measurably) the full Newton
+    step is still taken if it lowers the gradient (with a large entropy weight :math:`a` the
+    decrement is tiny while the gradient is not); otherwise the solver has stalled, and it reports
+    convergence only if the gradient is at most ``max(tol, 1e-7)`` (the accuracy attainable in
+    floating point, set by the conditioning of the Hessian). In every other case - the iteration
+    cap, a stall with a larger gradient, a failed line search - ``stopped_by_tol`` is False, a
+    :class:`ConvergenceWarning` says why, and ``gap`` is the gradient at the returned point. The
+    Hessian is accumulated over row blocks of the kernel restricted to their band of sampled
+    ranks, which cuts its cost several-fold at :math:`n = 500`.
     """
-    pt = np.asarray(p_tilde, dtype=np.float64)
+    pt, K = _check_mes_inputs(p_tilde, K)
     a = _check_positive(a, "a")
     tol = _check_positive(tol, "tol")
     max_iter = check_int(max_iter, "max_iter", low=1)
@@ -664,9 +701,13 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
         lse = logsumexp(z)
         return lse - mu @ po + 0.5 * float(mu @ (reg * mu)), np.exp(z - lse)
 
+    def grad_max(mu, pi):
+        return float(np.max(np.abs(Ko.T @ pi - po + reg * mu)))
+
     mu = np.zeros(obs.size)
     f, pi = f_val(mu)
     converged = False
+    why = f"reached the iteration cap max_iter = {max_iter}"
     gmax = np.inf
     it = 0
     for it in range(1, max_iter + 1):
@@ -675,6 +716,7 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
         gmax = float(np.max(np.abs(grad)))
         if gmax <= tol:
             converged = True
+            why = ""
             break
         H = _weighted_gram(Ko, pi, bands) - np.outer(q, q) + np.diag(reg)
         try:
@@ -683,9 +725,15 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
             step = -linalg.lstsq(H, grad, check_finite=False)[0]
         dec = float(grad @ step)
         if -dec <= 1e-13 * max(1.0, abs(f)):
-            # Newton decrement at rounding level: f cannot be lowered measurably (the gradient then
-            # sits at 1e-10..1e-8, set by the conditioning of H), so this is the optimum
-            converged = True
+            # Newton decrement at rounding level: f cannot be lowered measurably. Take the full step
+            # if it still lowers the gradient (large a: tiny decrement, large gradient) ...
+            f_try, pi_try = f_val(mu + step)
+            if f_try <= f + 1e-12 * max(1.0, abs(f)) and grad_max(mu + step, pi_try) < gmax:
+                mu, f, pi = mu + step, f_try, pi_try
+                continue
+            # ... else the solver has stalled: converged only at floating-point accuracy
+            converged = gmax <= max(tol, _MES_STALL_GRAD)
+            why = "" if converged else "stalled (Newton decrement at rounding level)"
             break
         if dec >= 0:  # not a descent direction (rounding): fall back on the gradient
             step, dec = -grad, -float(grad @ grad)
@@ -696,11 +744,14 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
                 break
             t *= 0.5
         else:
+            why = "stopped: the line search found no decrease"
             break
         mu, f, pi = mu + t * step, f_new, pi_new
+    gmax = grad_max(mu, pi)  # the residual at the returned point
     if not converged:
-        warnings.warn(f"MES dual Newton stopped with gradient {gmax:.3g} > tol = {tol:g} after {it} "
-                      "iterations", ConvergenceWarning, stacklevel=3)
+        warnings.warn(f"MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
+                      f"{gmax:.3g} > tol = {tol:g}: the result is not the MES optimum", ConvergenceWarning,
+                      stacklevel=3)
     pi = pi / pi.sum()
     return FitResult(pi, mes_objective(pi, pt, K, a), it, converged, gmax, time.perf_counter() - start, "dual")
 
@@ -731,7 +782,7 @@ def mes_cvxpy(p_tilde, K, a: float, solver: str = "CLARABEL", **solver_options) 
     subject to ``pi >= 0``, ``sum(pi) == 1``, over the observed ranks only."""
     import cvxpy as cp
 
-    pt = np.asarray(p_tilde, dtype=np.float64)
+    pt, K = _check_mes_inputs(p_tilde, K)
     a = _check_positive(a, "a")
     obs = np.flatnonzero(pt > 0)
     N = K.shape[0]
@@ -910,7 +961,7 @@ def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size, method:
         ``"wmle"``: as MLE plus ``weight`` (``"ndcg"`` default or ``"ap"``) and ``C`` (>= 1,
         default 10; Jin et al. Table 2 use NDCG with C = 10).
         ``"mes"``: ``eta`` (> 0, default 0.001), ``eta_scaling`` (``"tors"``: entropy weight
-        :math:`\eta/n`, default; ``"aaai"``: :math:`\eta`), ``solver`` (``"dual"`` Newton, default,
+        :math:`\eta/n`, default; ``"aaai"``: :math:`\eta`; ``"quadratic"``: :math:`\eta(100/n)^2`), ``solver`` (``"dual"`` Newton, default,
         or ``"cvxpy"`` with Clarabel), ``tol`` (dual gradient, 1e-10; the solver also stops, as converged, when the Newton
         decrement reaches rounding level), ``max_iter`` (200).
         ``"bv"``: ``gamma`` in [0, 1] (default 0.1), ``prior`` (length N, uniform by default),

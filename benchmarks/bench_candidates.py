@@ -1,0 +1,113 @@
+"""Speed of the candidate-set protocol (chapter 10) on sim-ml1m-sized data (6,040 users, 3,706
+items), each beside the straightforward per-user loop it replaces. Run with `make bench`."""
+
+import numpy as np
+import pytest
+
+from itemsampling.candidates import draw_candidates, draw_decoys, evaluate_candidates, split_holdout
+from itemsampling.data import load_dataset
+from itemsampling.metrics import set_metric_values
+from itemsampling.models import Popular
+
+
+@pytest.fixture(scope="module")
+def split():
+    return split_holdout(load_dataset("sim-ml1m"), 0.2, rng=0)
+
+
+@pytest.fixture(scope="module")
+def positions():
+    g = np.random.default_rng(0)
+    M = 6040
+    sizes = g.integers(1, 60, size=M)
+    users = np.repeat(np.arange(M), sizes)
+    ranks = np.concatenate([g.choice(3706, size=s, replace=False) + 1 for s in sizes])
+    return ranks, users
+
+
+def _ndcg_loop(ranks, users, k):
+    out = []
+    for u in np.unique(users):
+        R = np.sort(ranks[users == u])
+        dcg = np.sum(1 / np.log2(R[R <= k] + 1))
+        out.append(dcg / np.sum(1 / np.log2(np.arange(1, min(R.size, k) + 1) + 1)))
+    return np.array(out)
+
+
+def test_bench_set_metric_ndcg_vectorised(benchmark, positions):
+    ranks, users = positions
+    v = benchmark(set_metric_values, ranks, users, "ndcg", 10)
+    np.testing.assert_allclose(v, _ndcg_loop(ranks, users, 10), rtol=1e-12)
+
+
+def test_bench_set_metric_ndcg_loop(benchmark, positions):
+    ranks, users = positions
+    benchmark.pedantic(_ndcg_loop, args=(ranks, users, 10), rounds=1, iterations=1)
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "popularity"])
+def test_bench_draw_decoys_gumbel(benchmark, split, strategy):
+    d = benchmark(draw_decoys, split, 1000, strategy, rng=0)
+    assert d.shape == (split.users.size, 1000)
+
+
+def test_bench_draw_decoys_choice_loop(benchmark, split):
+    """numpy's Generator.choice(replace=False, p=...) per user: the straightforward way."""
+    pop = np.asarray(split.train_matrix.sum(axis=0)).ravel()
+
+    def loop():
+        g = np.random.default_rng(0)
+        out = []
+        for u in split.users:
+            seen = np.union1d(split.train_matrix[u].indices, split.test_matrix[u].indices)
+            pool = np.setdiff1d(np.flatnonzero(pop > 0), seen)
+            out.append(g.choice(pool, size=1000, replace=False, p=pop[pool] / pop[pool].sum()))
+        return out
+
+    benchmark.pedantic(loop, rounds=1, iterations=1)
+
+
+def test_bench_evaluate_candidates_17_sets(benchmark, split):
+    """One model, the full set and 8 decoy sizes of each sampled strategy, as in Figure 10.3."""
+    csets = [draw_candidates(split, "full")] + [draw_candidates(split, s, d, rng=1) for s in ("uniform", "popularity")
+                                                for d in (10, 20, 50, 100, 200, 500, 1000, 2000)]
+    model = Popular().fit(split.train, n_items=split.n_items, n_users=split.n_users)
+    df = benchmark.pedantic(evaluate_candidates, args=(model, split, csets), kwargs={"rng": 0}, rounds=1, iterations=1)
+    assert len(df) == 17 * 5
+
+
+@pytest.fixture(scope="module")
+def small():
+    split = split_holdout(load_dataset("sim-ml100k"), 0.2, rng=0)
+    csets = [draw_candidates(split, "full")] + [draw_candidates(split, s, d, rng=1) for s in ("uniform", "popularity")
+                                                for d in (10, 20, 50, 100, 200, 500, 1000)]
+    model = Popular().fit(split.train, n_items=split.n_items, n_users=split.n_users)
+    return split, csets, model
+
+
+def test_bench_evaluate_candidates_ml100k(benchmark, small):
+    split, csets, model = small
+    benchmark.pedantic(evaluate_candidates, args=(model, split, csets), kwargs={"rng": 0, "metrics": ("ndcg",)},
+                       rounds=3, iterations=1)
+
+
+def test_bench_evaluate_candidates_ml100k_loop(benchmark, small):
+    """The straightforward way: per user and candidate set, sort the candidates' scores."""
+    split, csets, model = small
+    S = model.score(split.users)
+
+    def loop():
+        out = []
+        for c in csets:
+            m = c.mask(split)
+            vals = []
+            for b, u in enumerate(split.users):
+                cand = np.flatnonzero(m[b])
+                ranked = cand[np.argsort(-S[b, cand], kind="stable")][:10]
+                rel = np.isin(ranked, split.test_matrix[u].indices)
+                ideal = np.sum(1 / np.log2(np.arange(2, min(split.test_matrix[u].nnz, 10) + 2)))
+                vals.append(np.sum(rel / np.log2(np.arange(2, 12))) / ideal)
+            out.append(np.mean(vals))
+        return out
+
+    benchmark.pedantic(loop, rounds=1, iterations=1)

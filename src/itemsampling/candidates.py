@@ -1,0 +1,620 @@
+r"""Candidate-set sampling and popularity bias (Ihemelandu & Ekstrand 2023).
+
+The protocol of their Sec. III:
+
+* **split** (:func:`split_holdout`): a fraction (their 20%) of each test user's interactions is
+  held out; :math:`I_u^{\mathrm{test}}` are the held-out items, :math:`I_u^{\mathrm{train}}` the
+  rest.
+* **candidate sets** (:func:`draw_candidates`), the items a recommender ranks for user :math:`u`,
+  :math:`C_u = I_u^{\mathrm{test}} \cup I_u^{\mathrm{decoy}}`:
+
+  - ``"full"``: :math:`C_u = I \setminus I_u^{\mathrm{train}}`;
+  - ``"uniform"``: :math:`d` decoys drawn uniformly without replacement from
+    :math:`I \setminus I_u^{\mathrm{test}} \setminus I_u^{\mathrm{train}}`,
+    :math:`P[i \in I_u^{\mathrm{decoy}}] \propto 1`;
+  - ``"popularity"``: :math:`d` decoys drawn without replacement from the same pool with
+    probability proportional to the item's popularity :math:`|R_i|`, the number of training users
+    who interacted with it (their Sec. II and III-C); items of popularity 0 are never drawn.
+
+  Candidate selection is separate from the models: any :mod:`itemsampling.models` recommender
+  ranks any candidate set (:func:`evaluate_candidates`).
+* **metrics** over the top-:math:`K` list of each candidate set with the user's *set* of relevant
+  items (:func:`itemsampling.metrics.set_metric_values`, Krichene & Rendle 2020, Eq. 2-6; the
+  paper's nDCG, RR, precision and recall at :math:`K = 10`);
+* **popularity score** (their Sec. III-D, :func:`popularity_score`): the mean popularity rank
+  (rank 1 = least popular) of the items of a list, averaged over lists;
+  :func:`popularity_prone` names the algorithms whose lists are more popular than the relevant
+  items themselves.
+
+Sec. IV, the LDA true-preference simulation (:func:`truth_experiment`): observed data drawn from
+the simulator's complete preferences; metrics against the observed test items
+(:math:`M^{\mathrm{obs}}`) and, for the full candidate set, against the complete preferences
+(:math:`M^{\mathrm{truth}}`); bias :math:`= M^{\mathrm{obs}} - M^{\mathrm{truth}}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from . import models as _models
+from ._validation import as_rng, check_int
+from .data import SimulationConfig, holdout_fraction, n_items_of, n_users_of, simulate
+from .metrics import set_metric_values
+
+__all__ = [
+    "STRATEGIES",
+    "PAPER_DECOY_SIZES",
+    "PAPER_GINI",
+    "HoldoutSplit",
+    "CandidateSets",
+    "split_holdout",
+    "item_popularity",
+    "draw_decoys",
+    "draw_candidates",
+    "popularity_ranks",
+    "popularity_score",
+    "popularity_prone",
+    "max_decoys",
+    "make_recommender",
+    "evaluate_candidates",
+    "decoy_experiment",
+    "truth_experiment",
+    "target_ranks",
+    "gini_sweep",
+]
+
+#: Candidate-set strategies of Ihemelandu & Ekstrand 2023, Sec. III-C.
+STRATEGIES = ("full", "uniform", "popularity")
+#: Their decoy sizes (Sec. III-C).
+PAPER_DECOY_SIZES = (10, 20, 50, 100, 200, 500, 1000, 2000)
+#: Their Table I, Gini index of the number of ratings per item.
+PAPER_GINI = {"ML-100K": 0.6290, "ML-25M": 0.8922, "Yahoo!R3 - Train": 0.5595, "Yahoo!R3 - Test": 0.0798}
+
+#: Recommenders by name: (class in :mod:`itemsampling.models`, parameters). The neighbourhood and
+#: factor models follow the book's defaults (:data:`itemsampling.experiments.MODEL_SPECS`).
+RECOMMENDERS: dict[str, tuple[str, dict]] = {
+    "random": ("Random", {}),
+    "popular": ("Popular", {}),
+    "itemknn": ("ItemKNN", {"q": 1.0, "k": 50}),
+    "userknn": ("UserKNN", {"k": 50}),
+    "als": ("ALS", {"factors": 64, "lam": 10.0, "alpha": 0.2, "iterations": 15}),
+    "bpr": ("BPR", {"factors": 64, "lr": 0.01, "lam": 0.01, "iterations": 100}),
+    "ease": ("EASE", {"lam": 500.0}),
+    "oracle": ("Oracle", {}),
+}
+_SEEDED = {"Random", "ALS", "BPR"}
+
+
+@dataclass
+class HoldoutSplit:
+    """A per-user hold-out split: ``train`` and ``test`` frames, the catalogue size ``n_items``,
+    the test users (sorted) and the binary CSR matrices ``train_matrix`` / ``test_matrix``
+    (all users x items)."""
+
+    train: pd.DataFrame
+    test: pd.DataFrame
+    n_items: int
+    n_users: int
+    users: np.ndarray
+    train_matrix: sp.csr_matrix
+    test_matrix: sp.csr_matrix
+
+
+@dataclass
+class CandidateSets:
+    """Candidate sets of the test users ``users`` (aligned rows): ``strategy`` in
+    :data:`STRATEGIES`, ``n_decoys`` (``None`` for ``"full"``) and ``decoys`` (int array
+    ``(len(users), n_decoys)`` in draw order; ``None`` for ``"full"``)."""
+
+    strategy: str
+    n_decoys: int | None
+    users: np.ndarray
+    decoys: np.ndarray | None
+
+    @property
+    def label(self) -> str:
+        return "full" if self.strategy == "full" else f"{self.strategy} {self.n_decoys}"
+
+    def mask(self, split: HoldoutSplit, rows=slice(None)) -> np.ndarray:
+        """Boolean ``(len(rows), n_items)`` membership of :math:`C_u` for the selected rows."""
+        users = self.users[rows]
+        if self.strategy == "full":
+            return split.train_matrix[users].toarray() == 0
+        m = split.test_matrix[users].toarray() > 0
+        d = self.decoys[rows]
+        m[np.repeat(np.arange(users.size), d.shape[1]), d.ravel()] = True
+        return m
+
+
+def _binary(df: pd.DataFrame, n_users: int, n_items: int) -> sp.csr_matrix:
+    return _models.interaction_matrix(df, n_users, n_items)
+
+
+def split_holdout(interactions: pd.DataFrame, fraction: float = 0.2, rng=None, test_users=None) -> HoldoutSplit:
+    """Ihemelandu & Ekstrand 2023, Sec. III-A: hold out ``fraction`` of each test user's
+    interactions at random (:func:`itemsampling.data.holdout_fraction`); ``test_users`` defaults to
+    every user. Returns a :class:`HoldoutSplit`."""
+    train, test = holdout_fraction(interactions, fraction=fraction, rng=rng, test_users=test_users)
+    N, U = n_items_of(interactions), n_users_of(interactions)
+    return HoldoutSplit(train=train, test=test, n_items=N, n_users=U,
+                        users=np.unique(test["user"].to_numpy(np.int64)),
+                        train_matrix=_binary(train, U, N), test_matrix=_binary(test, U, N))
+
+
+def item_popularity(train: pd.DataFrame, n_items: int | None = None) -> np.ndarray:
+    """:math:`|R_i|`: the number of distinct training users who interacted with each item
+    ``0..n_items-1`` (Ihemelandu & Ekstrand 2023, Sec. III-C)."""
+    N = n_items_of(train) if n_items is None else check_int(n_items, "n_items", low=1)
+    return np.asarray(_binary(train, n_users_of(train), N).sum(axis=0)).ravel().astype(np.float64)
+
+
+def _check_popularity(popularity, n_items: int) -> np.ndarray:
+    p = np.asarray(popularity, dtype=np.float64) if not isinstance(popularity, str) else None
+    if p is None or p.ndim != 1:
+        raise ValueError("popularity must be a 1-d array with one non-negative weight per item")
+    if p.size != n_items:
+        raise ValueError(f"popularity must have one weight per item ({n_items}), got length {p.size}")
+    if not np.all(np.isfinite(p)):
+        raise ValueError("popularity must not contain NaN or infinite values")
+    if np.any(p < 0):
+        raise ValueError(f"popularity must be non-negative, got minimum {p.min()}")
+    if not np.any(p > 0):
+        raise ValueError("popularity must not be all zero (no item could be drawn as a decoy)")
+    return p
+
+
+def _check_strategy(strategy) -> str:
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
+    return strategy
+
+
+def _pool_counts(split: HoldoutSplit, strategy: str, popularity=None):
+    N = split.n_items
+    seen = split.train_matrix[split.users] + split.test_matrix[split.users]
+    seen.data[:] = 1.0  # an item in both train and test counts once
+    seen = seen.tocsr()
+    if strategy == "uniform":
+        return N - np.diff(seen.indptr), np.zeros(N), seen
+    w = _check_popularity(item_popularity(split.train, N) if popularity is None else popularity, N)
+    logw = np.log(w, out=np.full(N, -np.inf), where=w > 0)
+    pos = w > 0
+    return int(pos.sum()) - np.asarray(seen[:, pos].sum(axis=1)).ravel().astype(np.int64), logw, seen
+
+
+def max_decoys(split: HoldoutSplit, strategy: str, popularity=None) -> int:
+    """The largest decoy size every test user's pool allows for ``strategy`` (``"uniform"``: items
+    outside the user's training and test items; ``"popularity"``: those of positive popularity)."""
+    strategy = _check_strategy(strategy)
+    if strategy == "full":
+        raise ValueError("strategy 'full' has no decoys; use 'uniform' or 'popularity'")
+    return int(_pool_counts(split, strategy, popularity)[0].min())
+
+
+def draw_decoys(split: HoldoutSplit, n_decoys: int, strategy: str = "uniform", popularity=None, rng=None,
+                batch_size: int = 2048) -> np.ndarray:
+    r"""Draw ``n_decoys`` decoys per test user (rows aligned with ``split.users``) without
+    replacement from :math:`I \setminus I_u^{\mathrm{test}} \setminus I_u^{\mathrm{train}}`.
+
+    ``strategy="uniform"``: every eligible item equally likely. ``strategy="popularity"``: the
+    successive draws pick each remaining eligible item with probability proportional to
+    ``popularity`` (default :func:`item_popularity` of the training data); items of weight 0 are
+    never drawn. Both are vectorised over users with the Gumbel-top-:math:`d` trick
+    (Efraimidis & Spirakis 2006): the :math:`d` largest keys :math:`\ln w_i + G_i`,
+    :math:`G_i \sim \mathrm{Gumbel}(0, 1)`, in decreasing order, are distributed as :math:`d`
+    successive draws without replacement with probabilities proportional to :math:`w_i`; so column
+    0 holds the first draw, column 1 the second, and so on.
+
+    Raises ``ValueError`` naming ``n_decoys`` when a user's pool has fewer eligible items.
+    """
+    if not isinstance(split, HoldoutSplit):
+        raise ValueError(f"split must be a HoldoutSplit (see split_holdout), got {type(split).__name__}")
+    strategy = _check_strategy(strategy)
+    if strategy == "full":
+        raise ValueError("strategy 'full' has no decoys; use 'uniform' or 'popularity'")
+    N = split.n_items
+    d = check_int(n_decoys, "n_decoys", low=1)
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    if strategy == "uniform" and popularity is not None:
+        raise ValueError("popularity is only used by strategy 'popularity'")
+    eligible_counts, logw, seen = _pool_counts(split, strategy, popularity)
+    users = split.users
+    smallest = int(eligible_counts.min())
+    if d > smallest:
+        u = int(users[np.argmin(eligible_counts)])
+        what = "items outside its training and test items" if strategy == "uniform" else \
+            "items of positive popularity outside its training and test items"
+        raise ValueError(f"n_decoys must be <= {smallest}, the smallest candidate pool (user {u} has only {smallest} "
+                         f"{what}); got {d}")
+    gen = as_rng(rng)
+    out = np.empty((users.size, d), dtype=np.int64)
+    for s in range(0, users.size, batch_size):
+        rows = slice(s, s + batch_size)
+        b = users[rows].size
+        keys = logw[None, :] + gen.gumbel(size=(b, N))
+        blocked = seen[rows].toarray() > 0
+        keys[blocked] = -np.inf
+        part = np.argpartition(-keys, d - 1, axis=1)[:, :d]
+        kd = np.take_along_axis(keys, part, axis=1)
+        out[rows] = np.take_along_axis(part, np.argsort(-kd, axis=1, kind="stable"), axis=1)
+    return out
+
+
+def draw_candidates(split: HoldoutSplit, strategy: str, n_decoys: int | None = None, popularity=None,
+                    rng=None) -> CandidateSets:
+    """The candidate sets of every test user for one ``strategy`` (see the module docstring);
+    ``n_decoys`` is required for ``"uniform"`` and ``"popularity"`` and must be ``None`` for
+    ``"full"``."""
+    strategy = _check_strategy(strategy)
+    if strategy == "full":
+        if n_decoys is not None:
+            raise ValueError("n_decoys must be None for strategy 'full' (every non-training item is a candidate)")
+        return CandidateSets("full", None, split.users, None)
+    if n_decoys is None:
+        raise ValueError(f"n_decoys (>= 1) is required for strategy {strategy!r}")
+    dec = draw_decoys(split, n_decoys, strategy, popularity=popularity, rng=rng)
+    return CandidateSets(strategy, int(n_decoys), split.users, dec)
+
+
+def popularity_ranks(popularity) -> np.ndarray:
+    """Popularity rank of each item, 1 = least popular, :math:`N` = most popular; tied items share
+    their average rank (Ihemelandu & Ekstrand 2023, Sec. III-D)."""
+    p = np.asarray(popularity, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0):
+        raise ValueError("popularity must be a non-empty 1-d array of finite non-negative values")
+    _, inv, counts = np.unique(p, return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)  # a value shared by c items occupies ranks last - c + 1 .. last
+    return (last - (counts - 1) / 2.0)[inv]
+
+
+def popularity_score(lists, popularity, normalize: bool = False) -> float:
+    r"""Ihemelandu & Ekstrand 2023, Sec. III-D: "the average of the ranks of recommended items by
+    their popularity (where rank 1 is the least-popular item)" for each list, averaged over lists:
+
+    .. math:: \mathrm{PS} = \frac{1}{|L|} \sum_{\ell \in L} \frac{1}{|\ell|} \sum_{i \in \ell} \mathrm{poprank}(i).
+
+    ``lists`` is an int array ``(n_lists, K)`` of item ids; entries ``-1`` pad lists shorter than
+    :math:`K` (empty lists are skipped). ``normalize=True`` divides by :math:`N`, so the score lies
+    in :math:`(0, 1]` and is comparable across catalogues."""
+    L = np.asarray(lists)
+    if L.ndim != 2 or L.dtype.kind not in "iu":
+        raise ValueError("lists must be a 2-d integer array (n_lists, K) of item ids, -1 for padding")
+    pr = popularity_ranks(popularity)
+    N = pr.size
+    if L.size and (L.max() >= N or L.min() < -1):
+        raise ValueError(f"lists must hold item ids in 0..{N - 1} (or -1 for padding)")
+    valid = L >= 0
+    n = valid.sum(axis=1)
+    if not np.any(n):
+        raise ValueError("lists must contain at least one item")
+    per_list = np.where(valid, pr[np.where(valid, L, 0)], 0.0).sum(axis=1)[n > 0] / n[n > 0]
+    score = float(per_list.mean())
+    return score / N if normalize else score
+
+
+def popularity_prone(scores: dict, reference: float) -> list:
+    """Names of the *popularity-prone* algorithms (Ihemelandu & Ekstrand 2023, Sec. III-E: "the
+    tendency to recommend popular items disproportionately to their relevance"): those whose
+    popularity score exceeds ``reference``, the popularity score of the relevant (held-out) items
+    themselves, i.e. what relevance alone warrants. Sorted by decreasing score."""
+    reference = float(reference)
+    if not np.isfinite(reference):
+        raise ValueError(f"reference must be a finite number, got {reference}")
+    return [k for k, v in sorted(scores.items(), key=lambda kv: -kv[1]) if v > reference]
+
+
+def make_recommender(name: str, truth: pd.DataFrame | None = None, rng=None):
+    """A fresh, unfitted recommender by name (:data:`RECOMMENDERS`); ``"oracle"`` needs the
+    simulator's ``truth`` frame; ``rng`` seeds the models that draw random numbers."""
+    if not isinstance(name, str) or name not in RECOMMENDERS:
+        raise ValueError(f"model must be one of {sorted(RECOMMENDERS)}, got {name!r}")
+    cls_name, params = RECOMMENDERS[name]
+    cls = getattr(_models, cls_name)
+    if cls_name == "Oracle":
+        if truth is None:
+            raise ValueError("the 'oracle' model needs truth (the simulator's complete preferences)")
+        return cls(truth)
+    if cls_name in _SEEDED:
+        return cls(**params, rng=as_rng(rng))
+    return cls(**params)
+
+
+def _relevance(split: HoldoutSplit, relevance) -> dict:
+    if relevance is None:
+        return {"obs": split.test_matrix}
+    out = {}
+    for name, rel in relevance.items():
+        if isinstance(rel, pd.DataFrame):
+            rel = _binary(rel, max(split.n_users, n_users_of(rel)), split.n_items)[:split.n_users]
+        if not sp.issparse(rel) or rel.shape != (split.n_users, split.n_items):
+            raise ValueError(f"relevance[{name!r}] must be a (user, item) DataFrame or a "
+                             f"{split.n_users} x {split.n_items} sparse matrix")
+        # training items are never candidates: they cannot count as relevant
+        rel = sp.csr_matrix(rel, dtype=np.float64)
+        rel.data[:] = 1.0
+        rel = rel - rel.multiply(split.train_matrix)
+        rel.eliminate_zeros()
+        out[name] = rel.tocsr()
+    return out
+
+
+def evaluate_candidates(model, split: HoldoutSplit, candidate_sets, k: int = 10,
+                        metrics=("ndcg", "rr", "precision", "recall"), relevance=None, popularity=None,
+                        rng=None, batch_size: int = 512) -> pd.DataFrame:
+    r"""Rank every candidate set with a fitted ``model`` and evaluate the top-``k`` lists.
+
+    Each user's items are ordered once by decreasing score, ties broken by one random permutation
+    (so every candidate set, a subset, inherits a uniformly random tie order); a candidate set's
+    ranking is that order restricted to :math:`C_u`, and the position of a relevant item is the
+    number of candidates up to it. Metrics are :func:`itemsampling.metrics.set_metric_values` at
+    cut-off ``k`` with the relevant items of ``relevance`` (a dict ``name -> (user, item) frame or
+    sparse matrix``; default ``{"obs": the held-out test items}``; training items never count),
+    averaged over test users with at least one relevant item.
+
+    Returns a long DataFrame with columns ``candidates, strategy, n_decoys, relevance, metric,
+    value, n_users``; metric ``"popularity_score"`` (relevance ``"-"``) is the
+    :func:`popularity_score` of the top-``k`` lists.
+    """
+    if not isinstance(split, HoldoutSplit):
+        raise ValueError(f"split must be a HoldoutSplit (see split_holdout), got {type(split).__name__}")
+    if isinstance(candidate_sets, CandidateSets):
+        candidate_sets = [candidate_sets]
+    candidate_sets = list(candidate_sets)
+    if not candidate_sets or not all(isinstance(c, CandidateSets) for c in candidate_sets):
+        raise ValueError("candidate_sets must be a CandidateSets or a non-empty list of them (see draw_candidates)")
+    for c in candidate_sets:
+        if c.users.shape != split.users.shape or not np.array_equal(c.users, split.users):
+            raise ValueError("candidate_sets must be drawn for this split's test users")
+    k = check_int(k, "k", low=1)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    for m in metrics:
+        set_metric_values([1], [0], m, k=k, n_items=2)  # validates the name
+    rels = _relevance(split, relevance)
+    pop = item_popularity(split.train, split.n_items) if popularity is None else _check_popularity(popularity, split.n_items)
+    pranks = popularity_ranks(pop)
+    gen = as_rng(rng)
+    users = split.users
+    M = users.size
+    per = {(c.label, r, m): np.full(M, np.nan) for c in candidate_sets for r in rels for m in metrics}
+    psum = {c.label: np.zeros(M) for c in candidate_sets}
+    plen = {c.label: np.zeros(M) for c in candidate_sets}
+    for s in range(0, M, check_int(batch_size, "batch_size", low=1)):
+        rows = slice(s, s + batch_size)
+        ub = users[rows]
+        S = model.score(ub)
+        order = np.lexsort((gen.random(S.shape), -S), axis=1)
+        rel_sorted = {r: np.take_along_axis(mat[ub].toarray() > 0, order, axis=1) for r, mat in rels.items()}
+        pr_sorted = pranks[order]
+        for c in candidate_sets:
+            inc = np.take_along_axis(c.mask(split, rows), order, axis=1)
+            crank = np.cumsum(inc, axis=1, dtype=np.int32)
+            top = inc & (crank <= k)
+            psum[c.label][rows] = np.where(top, pr_sorted, 0.0).sum(axis=1)
+            plen[c.label][rows] = top.sum(axis=1)
+            for r, rs in rel_sorted.items():
+                hit = rs & inc
+                bi, pos = np.nonzero(hit)
+                n_b = ub.size
+                if bi.size == 0:
+                    continue
+                for m in metrics:
+                    per[(c.label, r, m)][rows] = set_metric_values(crank[bi, pos], bi, m, k=k, n_users=n_b,
+                                                                   n_items=crank[:, -1])
+    rows_out = []
+    for c in candidate_sets:
+        for r in rels:
+            for m in metrics:
+                v = per[(c.label, r, m)]
+                ok = np.isfinite(v)
+                rows_out.append((c.label, c.strategy, c.n_decoys, r, m, float(v[ok].mean()) if ok.any() else np.nan,
+                                 int(ok.sum())))
+        ln = plen[c.label]
+        ps = float((psum[c.label][ln > 0] / ln[ln > 0]).mean())
+        rows_out.append((c.label, c.strategy, c.n_decoys, "-", "popularity_score", ps, int((ln > 0).sum())))
+    return pd.DataFrame(rows_out, columns=["candidates", "strategy", "n_decoys", "relevance", "metric", "value", "n_users"])
+
+
+def _named_rng(ss: np.random.SeedSequence, name: str) -> np.random.Generator:
+    """A stream of ``ss`` for one model, keyed by the model's name: a model's results do not depend
+    on which other models run beside it."""
+    import zlib
+
+    return np.random.default_rng(np.random.SeedSequence([*ss.generate_state(4), zlib.crc32(name.encode())]))
+
+
+def _progress(it, progress, desc, total=None):
+    if not progress:
+        return it
+    from tqdm.auto import tqdm
+
+    return tqdm(it, desc=desc, total=total)
+
+
+def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "itemknn", "userknn", "als"),
+                     decoy_sizes=PAPER_DECOY_SIZES, strategies=("uniform", "popularity"), k: int = 10,
+                     metrics=("ndcg", "rr", "precision", "recall"), fraction: float = 0.2, truth=None,
+                     rng=0, on_oversized: str = "error", progress: bool = False) -> pd.DataFrame:
+    """Ihemelandu & Ekstrand 2023, Sec. III (Fig. 2 and 3): one hold-out split, every model fit on
+    it, every model ranks the full candidate set and, for each strategy and decoy size, the same
+    sampled candidate sets (drawn once, shared by all models). A decoy size above the smallest
+    user's pool is refused (:func:`draw_decoys`) with ``on_oversized="error"`` and skipped with
+    ``"drop"`` (the skipped sizes per strategy are listed in ``result.attrs["dropped_sizes"]``).
+    Returns the rows of :func:`evaluate_candidates` with a ``model`` column;
+    ``result.attrs["test_popularity_score"]`` is the :func:`popularity_score` of the users'
+    held-out items (each user's test set as one list), the reference of :func:`popularity_prone`,
+    and ``result.attrs["max_decoys"]`` the largest decoy size each strategy allows. ``rng`` (an int) seeds the split, the decoys, the models and the tie-breaks
+    through separate streams (a model's streams are keyed by its name)."""
+    seed = check_int(rng, "rng", low=0)
+    ss = np.random.SeedSequence(seed)
+    s_split, s_dec, s_mod, s_tie = ss.spawn(4)
+    split = split_holdout(interactions, fraction, rng=np.random.default_rng(s_split))
+    sizes = [check_int(d, "decoy_sizes", low=1) for d in decoy_sizes]
+    if on_oversized not in ("error", "drop"):
+        raise ValueError(f"on_oversized must be 'error' or 'drop', got {on_oversized!r}")
+    csets = [draw_candidates(split, "full")]
+    dec_streams = s_dec.spawn(len(strategies) * len(sizes))
+    dropped, largest = {}, {}
+    j = 0
+    for strat in strategies:
+        _check_strategy(strat)
+        if strat == "full":
+            raise ValueError("strategies lists the sampled strategies ('uniform', 'popularity'); 'full' is always included")
+        largest[strat] = max_decoys(split, strat)
+        dropped[strat] = [d for d in sizes if d > largest[strat]] if on_oversized == "drop" else []
+        for d in sizes:
+            if d not in dropped[strat]:
+                csets.append(draw_candidates(split, strat, d, rng=np.random.default_rng(dec_streams[j])))
+            j += 1
+    frames = []
+    for name in _progress(list(models), progress, "models"):
+        model = make_recommender(name, truth=truth, rng=_named_rng(s_mod, name))
+        model.fit(split.train, n_items=split.n_items, n_users=split.n_users)
+        df = evaluate_candidates(model, split, csets, k=k, metrics=metrics, rng=_named_rng(s_tie, name))
+        df.insert(0, "model", name)
+        frames.append(df)
+    out = pd.concat(frames, ignore_index=True)
+    counts = np.diff(split.test_matrix.indptr)[split.users]
+    lists = np.full((split.users.size, int(counts.max())), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(split.users.size), counts)
+    pos = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    lists[rows, pos] = split.test_matrix[split.users].indices
+    out.attrs["test_popularity_score"] = popularity_score(lists, item_popularity(split.train, split.n_items))
+    out.attrs["dropped_sizes"] = dropped
+    out.attrs["max_decoys"] = largest
+    return out
+
+
+def truth_experiment(config: SimulationConfig, models=("random", "popular", "itemknn", "als", "oracle"),
+                     n_decoys: int = 1000, k: int = 50, metrics=("ndcg", "rr"), fraction: float = 0.2,
+                     n_repeats: int = 1, rng=0, progress: bool = False) -> pd.DataFrame:
+    r"""Ihemelandu & Ekstrand 2023, Sec. IV-A (Fig. 4 and 5), repeated ``n_repeats`` times:
+
+    1. simulate true preferences and observations (:func:`itemsampling.data.simulate` with
+       ``config``, its seed replaced by one drawn for the repeat);
+    2. hold out ``fraction`` of each user's observations;
+    3. fit every model on the training part (the Oracle scores with the true preferences);
+    4. rank the full, uniformly sampled and popularity-weighted candidate sets (``n_decoys``
+       decoys) and keep the top-``k`` lists (their :math:`K = 50`);
+    5. :math:`M^{\mathrm{obs}}`: metrics against the held-out observed items, for each candidate
+       set; :math:`M^{\mathrm{truth}}`: against the complete true preferences (training items
+       removed), for the full candidate set;
+    6. bias :math:`= M^{\mathrm{obs}} - M^{\mathrm{truth}}`.
+
+    Returns one row per repeat, model, candidate set and metric with columns ``repeat, model,
+    candidates, metric, M_obs, M_truth, bias, gini``; ``gini`` is the Gini index of the observed
+    item counts of the repeat's data.
+    """
+    from .data import gini, item_counts
+
+    if not isinstance(config, SimulationConfig):
+        raise ValueError(f"config must be a SimulationConfig, got {type(config).__name__}")
+    n_repeats = check_int(n_repeats, "n_repeats", low=1)
+    seed = check_int(rng, "rng", low=0)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    out = []
+    for rep, ss in enumerate(_progress(np.random.SeedSequence(seed).spawn(n_repeats), progress, "repeats", n_repeats)):
+        s_sim, s_split, s_dec, s_mod, s_tie = ss.spawn(5)
+        cfg = dataclasses.replace(config, seed=int(s_sim.generate_state(1)[0] % (2**31)))
+        sim = simulate(cfg)
+        g = gini(item_counts(sim.observed, cfg.n_items))
+        split = split_holdout(sim.observed, fraction, rng=np.random.default_rng(s_split))
+        d1, d2 = s_dec.spawn(2)
+        csets = [draw_candidates(split, "full"),
+                 draw_candidates(split, "uniform", n_decoys, rng=np.random.default_rng(d1)),
+                 draw_candidates(split, "popularity", n_decoys, rng=np.random.default_rng(d2))]
+        for name in models:
+            model = make_recommender(name, truth=sim.truth, rng=_named_rng(s_mod, name))
+            model.fit(split.train, n_items=split.n_items, n_users=split.n_users)
+            df = evaluate_candidates(model, split, csets, k=k, metrics=metrics, relevance={"obs": split.test_matrix,
+                                     "truth": sim.truth}, rng=_named_rng(s_tie, name))
+            df = df[df["metric"] != "popularity_score"]
+            truth_vals = df[(df["candidates"] == "full") & (df["relevance"] == "truth")].set_index("metric")["value"]
+            obs = df[df["relevance"] == "obs"]
+            for row in obs.itertuples():
+                mt = float(truth_vals[row.metric])
+                out.append((rep, name, row.candidates, row.strategy, row.metric, row.value, mt, row.value - mt, g))
+    return pd.DataFrame(out, columns=["repeat", "model", "candidates", "strategy", "metric", "M_obs", "M_truth", "bias", "gini"])
+
+
+def target_ranks(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: int, strategy: str = "uniform",
+                 popularity=None, rng=None, batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    r"""Global and sampled ranks of one held-out item per user, with the decoys of ``strategy``.
+
+    The chapters-5-to-8 convention (the book's notation): the target :math:`t_u` is ranked among
+    all :math:`N` items (:math:`R_u \in 1..N`), and the sampled set holds the target and
+    :math:`n-1` decoys drawn without replacement from the :math:`N-1` other items, uniformly
+    (``"uniform"``: then :math:`r_u - 1 \sim \mathrm{Hypergeometric}(N-1, R_u-1, n-1)`, the kernel
+    the estimators assume) or with probability proportional to ``popularity``
+    (``"popularity"``, default :func:`item_popularity` of ``train``: no closed-form kernel; the
+    decoys are drawn as in :func:`draw_decoys`). Ties are broken by one random permutation shared
+    by both ranks. ``test`` must hold exactly one row per user.
+
+    Returns ``(global_ranks, sampled_ranks)``, int64 arrays aligned with ``test``'s rows.
+    """
+    from .ranking import _check_inputs
+
+    tu, ti, N = _check_inputs(model, train, test)
+    if np.unique(tu).size != tu.size:
+        raise ValueError("test must hold exactly one row (one target item) per user")
+    strategy = _check_strategy(strategy)
+    if strategy == "full":
+        raise ValueError("strategy must be 'uniform' or 'popularity' for sampled ranks")
+    n = check_int(sample_size, "sample_size", low=2, high=N)
+    if strategy == "popularity":
+        w = _check_popularity(item_popularity(train, N) if popularity is None else popularity, N)
+        logw = np.log(w, out=np.full(N, -np.inf), where=w > 0)
+        short = int(np.isfinite(logw).sum()) - np.isfinite(logw[ti]).astype(int)
+        if np.any(short < n - 1):
+            raise ValueError(f"sample_size must be <= {int(short.min()) + 1}: only {int(short.min())} items of positive "
+                             f"popularity are available as decoys, got {n}")
+    else:
+        if popularity is not None:
+            raise ValueError("popularity is only used by strategy 'popularity'")
+        logw = np.zeros(N)
+    gen = as_rng(rng)
+    R = np.empty(tu.size, dtype=np.int64)
+    r = np.empty(tu.size, dtype=np.int64)
+    for s in range(0, tu.size, check_int(batch_size, "batch_size", low=1)):
+        u, t = tu[s:s + batch_size], ti[s:s + batch_size]
+        b = np.arange(u.size)
+        S = model.score(u)
+        tie = gen.random(S.shape)
+        above = (S > S[b, t][:, None]) | ((S == S[b, t][:, None]) & (tie < tie[b, t][:, None]))
+        above[b, t] = False
+        R[s:s + u.size] = 1 + above.sum(axis=1)
+        keys = logw[None, :] + gen.gumbel(size=S.shape)
+        keys[b, t] = -np.inf
+        dec = np.argpartition(-keys, n - 2, axis=1)[:, :n - 1]
+        r[s:s + u.size] = 1 + np.take_along_axis(above, dec, axis=1).sum(axis=1)
+    return R, r
+
+
+def gini_sweep(base: SimulationConfig, zipfs, models=("popular", "itemknn", "als"), n_decoys: int = 100,
+               k: int = 10, metric: str = "ndcg", fraction: float = 0.2, rng=0, progress: bool = False) -> pd.DataFrame:
+    """Beyond Ihemelandu & Ekstrand 2023: the popularity concentration of the data as a dial. For
+    each ``zipf`` exponent of the simulator's item base measure (:class:`SimulationConfig`, larger =
+    more concentrated), simulate, record the Gini index of the observed item counts and run
+    :func:`decoy_experiment` with ``n_decoys`` decoys. Returns columns ``zipf, gini, model,
+    candidates, value`` (``metric`` at cut-off ``k``)."""
+    if not isinstance(base, SimulationConfig):
+        raise ValueError(f"base must be a SimulationConfig, got {type(base).__name__}")
+    from .data import gini, item_counts
+
+    zipfs = [float(z) for z in np.atleast_1d(zipfs)]
+    if not zipfs or not all(np.isfinite(z) and z >= 0 for z in zipfs):
+        raise ValueError("zipfs must be non-empty, finite and >= 0")
+    out = []
+    for z in _progress(zipfs, progress, "zipf"):
+        sim = simulate(dataclasses.replace(base, zipf=z))
+        g = gini(item_counts(sim.observed, base.n_items))
+        df = decoy_experiment(sim.observed, models=models, decoy_sizes=(n_decoys,), k=k, metrics=(metric,),
+                              fraction=fraction, truth=sim.truth, rng=rng)
+        df = df[df["metric"] == metric]
+        for row in df.itertuples():
+            out.append((z, g, row.model, row.candidates, row.value))
+    return pd.DataFrame(out, columns=["zipf", "gini", "model", "candidates", "value"])

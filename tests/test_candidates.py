@@ -1,0 +1,311 @@
+"""Candidate-set sampling (Ihemelandu & Ekstrand 2023): decoy distributions (goodness of fit),
+pools, evaluation against independent rankings, the popularity score, the truth experiment and
+bad input."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from itemsampling.candidates import (CandidateSets, decoy_experiment, draw_candidates, draw_decoys,
+                                     evaluate_candidates, gini_sweep, item_popularity, make_recommender, max_decoys,
+                                     popularity_prone, popularity_ranks, popularity_score,
+                                     split_holdout, target_ranks, truth_experiment)
+from itemsampling.data import SimulationConfig, simulate
+from itemsampling.metrics import evaluate
+from itemsampling.models import BPR, EASE, Popular, Random
+from itemsampling.ranking import global_ranks
+
+N_TOY = 12
+
+
+@pytest.fixture(scope="module")
+def toy_split():
+    """4,000 users who all interacted with items 0 and 1 (one goes to train, one to test), so every
+    user's decoy pool is items 2..11."""
+    M = 4000
+    df = pd.DataFrame({"user": np.repeat(np.arange(M), 2), "item": np.tile([0, 1], M)})
+    df.attrs["n_items"] = N_TOY
+    return split_holdout(df, 0.2, rng=0)
+
+
+@pytest.fixture(scope="module")
+def sim_split():
+    sim = simulate(SimulationConfig(n_users=150, n_items=300, true_profile_mean=150, profile_median=20, seed=4))
+    return sim, split_holdout(sim.observed, 0.2, rng=1)
+
+
+POP = np.array([9.0, 9.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 0.0])  # items 2 and 11 never drawn
+
+
+def test_popularity_decoys_first_draw_proportional(toy_split):
+    dec = draw_decoys(toy_split, 3, "popularity", popularity=POP, rng=5)
+    pool = np.arange(2, N_TOY)
+    p = POP[pool] / POP[pool].sum()
+    counts = np.bincount(dec[:, 0], minlength=N_TOY)[pool]
+    keep = p > 0
+    assert counts[~keep].sum() == 0
+    chi = stats.chisquare(counts[keep], p[keep] * counts.sum())
+    assert chi.pvalue > 1e-3
+    # inclusion probability of a draw of two without replacement, exact by enumeration:
+    # P(i in S) = p_i + sum_{j != i} p_j p_i / (1 - p_j)
+    dec2 = draw_decoys(toy_split, 2, "popularity", popularity=POP, rng=6)
+    pp = p[keep]
+    incl = pp + np.array([sum(pp[j] * pp[i] / (1 - pp[j]) for j in range(pp.size) if j != i) for i in range(pp.size)])
+    freq = np.bincount(dec2.ravel(), minlength=N_TOY)[pool][keep] / dec2.shape[0]
+    se = np.sqrt(incl * (1 - incl) / dec2.shape[0])
+    assert np.all(np.abs(freq - incl) < 5 * se)
+    assert not np.allclose(incl, 2 * pp, atol=0.01)  # inclusion is not proportional: the test can tell
+
+
+def test_uniform_decoys_uniform(toy_split):
+    dec = draw_decoys(toy_split, 4, "uniform", rng=7)
+    pool = np.arange(2, N_TOY)
+    first = np.bincount(dec[:, 0], minlength=N_TOY)[pool]
+    assert stats.chisquare(first).pvalue > 1e-3
+    incl = np.bincount(dec.ravel(), minlength=N_TOY)[pool] / dec.shape[0]
+    se = np.sqrt(0.4 * 0.6 / dec.shape[0])
+    assert np.all(np.abs(incl - 4 / pool.size) < 5 * se)
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "popularity"])
+def test_decoys_never_training_or_test_items_and_distinct(sim_split, strategy):
+    _, split = sim_split
+    dec = draw_decoys(split, 40, strategy, rng=8)
+    assert dec.shape == (split.users.size, 40)
+    seen = (split.train_matrix[split.users] + split.test_matrix[split.users]).toarray() > 0
+    assert not np.any(np.take_along_axis(seen, dec, axis=1))
+    assert all(np.unique(row).size == 40 for row in dec)
+    if strategy == "popularity":
+        assert np.all(item_popularity(split.train, split.n_items)[dec] > 0)
+    # candidate masks: test items plus decoys; full = every non-training item
+    cs = draw_candidates(split, strategy, 40, rng=8)
+    np.testing.assert_array_equal(cs.decoys, dec)
+    m = cs.mask(split)
+    assert np.all(m.sum(axis=1) == 40 + np.diff(split.test_matrix[split.users].indptr))
+    full = draw_candidates(split, "full").mask(split)
+    np.testing.assert_array_equal(full, split.train_matrix[split.users].toarray() == 0)
+
+
+def test_item_popularity_counts_distinct_users():
+    df = pd.DataFrame({"user": [0, 0, 1, 2, 2], "item": [0, 1, 1, 1, 1]})
+    df.attrs["n_items"] = 3
+    np.testing.assert_array_equal(item_popularity(df), [1, 3, 0])  # user 2 twice counts once
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"n_decoys": 11, "strategy": "uniform"}, r"n_decoys must be <= 10, the smallest candidate pool"),
+    ({"n_decoys": 9, "strategy": "popularity", "popularity": POP}, r"n_decoys must be <= 8"),
+    ({"n_decoys": 0, "strategy": "uniform"}, "n_decoys"),
+    ({"n_decoys": 2, "strategy": "popular"}, "strategy must be one of"),
+    ({"n_decoys": 2, "strategy": "full"}, "strategy 'full'"),
+    ({"n_decoys": 2, "strategy": "popularity", "popularity": -POP}, "popularity must be non-negative"),
+    ({"n_decoys": 2, "strategy": "popularity", "popularity": np.zeros(N_TOY)}, "popularity must not be all zero"),
+    ({"n_decoys": 2, "strategy": "popularity", "popularity": POP[:5]}, "popularity must have one weight per item"),
+    ({"n_decoys": 2, "strategy": "popularity", "popularity": np.full(N_TOY, np.nan)}, "popularity must not contain NaN"),
+    ({"n_decoys": 2, "strategy": "uniform", "popularity": POP}, "popularity is only used"),
+])
+def test_bad_input_names_the_argument(toy_split, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        draw_decoys(toy_split, rng=0, **kwargs)
+
+
+def test_largest_pools_fit(toy_split):
+    assert max_decoys(toy_split, "uniform") == 10
+    assert max_decoys(toy_split, "popularity", popularity=POP) == 8
+    # items 2..11 form the pool: 10 uniform decoys fit, and the 8 of positive popularity
+    assert np.all(np.sort(draw_decoys(toy_split, 10, "uniform", rng=0), axis=1) == np.arange(2, 12))
+    got = np.sort(draw_decoys(toy_split, 8, "popularity", popularity=POP, rng=0), axis=1)
+    assert np.all(got == np.flatnonzero(POP[2:] > 0) + 2)
+
+
+def test_draw_candidates_bad_input(toy_split):
+    with pytest.raises(ValueError, match="n_decoys must be None"):
+        draw_candidates(toy_split, "full", 5)
+    with pytest.raises(ValueError, match="n_decoys"):
+        draw_candidates(toy_split, "uniform")
+    with pytest.raises(ValueError, match="strategy"):
+        draw_candidates(toy_split, "random", 3)
+    with pytest.raises(ValueError, match="split"):
+        draw_decoys("data", 3)
+
+
+def test_full_candidates_match_global_ranks_with_one_test_item():
+    """One held-out item per user: the full candidate set's metrics are those of the global ranks
+    among non-training items (itemsampling.ranking, an independent implementation)."""
+    sim = simulate(SimulationConfig(n_users=120, n_items=200, true_profile_mean=100, profile_median=6, min_profile=4,
+                                    seed=2))
+    split = split_holdout(sim.observed, 0.001, rng=3)  # round(0.001 * size) -> at least 1
+    assert split.test.groupby("user").size().max() == 1
+    model = EASE(lam=50.0).fit(split.train, n_items=split.n_items, n_users=split.n_users)
+    R = global_ranks(model, split.train, split.test, exclude_train=True, rng=0)
+    res = evaluate_candidates(model, split, draw_candidates(split, "full"), k=10, metrics=("ndcg", "rr", "recall"),
+                              rng=0).set_index("metric")["value"]
+    assert res["ndcg"] == pytest.approx(evaluate(R, "ndcg", 10), abs=1e-12)
+    assert res["recall"] == pytest.approx(evaluate(R, "recall", 10), abs=1e-12)
+    assert res["rr"] == pytest.approx(evaluate(R, "rr", 10), abs=1e-12)
+
+
+def test_sampled_candidates_against_brute_force(sim_split):
+    _, split = sim_split
+    model = EASE(lam=50.0).fit(split.train, n_items=split.n_items, n_users=split.n_users)
+    cs = draw_candidates(split, "popularity", 30, rng=2)
+    res = evaluate_candidates(model, split, cs, k=5, metrics=("ndcg", "precision"), rng=0).set_index("metric")["value"]
+    S = model.score(split.users)
+    m = cs.mask(split)
+    nd, pr, tops = [], [], []
+    for b, u in enumerate(split.users):
+        cand = np.flatnonzero(m[b])
+        ranked = cand[np.argsort(-S[b, cand], kind="stable")]
+        rel = set(split.test_matrix[u].indices)
+        gains = [1 / np.log2(i + 2) for i, it in enumerate(ranked[:5]) if it in rel]
+        nd.append(sum(gains) / sum(1 / np.log2(i + 2) for i in range(min(len(rel), 5))))
+        pr.append(len(gains) / 5)
+        tops.append(ranked[:5])
+    assert res["ndcg"] == pytest.approx(np.mean(nd), abs=1e-12)
+    assert res["precision"] == pytest.approx(np.mean(pr), abs=1e-12)
+    pop = item_popularity(split.train, split.n_items)
+    assert res["popularity_score"] == pytest.approx(popularity_score(np.array(tops), pop), abs=1e-9)
+
+
+def test_popularity_score_hand_computed():
+    pop = [5, 1, 3, 3]
+    np.testing.assert_array_equal(popularity_ranks(pop), [4, 1, 2.5, 2.5])
+    assert popularity_score(np.array([[0, 1], [2, -1]]), pop) == pytest.approx(((4 + 1) / 2 + 2.5) / 2)
+    assert popularity_score(np.array([[0, 1], [2, -1]]), pop, normalize=True) == pytest.approx(2.5 / 4)
+    assert popularity_prone({"a": 3.0, "b": 1.0, "c": 2.5}, 2.0) == ["a", "c"]
+    with pytest.raises(ValueError, match="lists"):
+        popularity_score(np.array([[4]]), pop)
+    with pytest.raises(ValueError, match="reference"):
+        popularity_prone({"a": 1.0}, float("nan"))
+
+
+def test_popular_is_popularity_prone_and_random_is_not(sim_split):
+    _, split = sim_split
+    ref = popularity_score(split.test.groupby("user")["item"].apply(lambda s: list(s)[:1]).explode()
+                           .to_numpy(np.int64)[:, None], item_popularity(split.train, split.n_items))
+    scores = {}
+    for model in (Popular(), Random(rng=0)):
+        model.fit(split.train, n_items=split.n_items, n_users=split.n_users)
+        res = evaluate_candidates(model, split, draw_candidates(split, "full"), k=10, rng=0)
+        scores[model.name] = float(res.loc[res.metric == "popularity_score", "value"].iloc[0])
+    assert popularity_prone(scores, ref) == ["popular"]
+
+
+def test_truth_experiment_oracle_best_and_bias_everywhere():
+    cfg = SimulationConfig(n_users=120, n_items=250, true_profile_mean=120, profile_median=15, seed=3)
+    models = ("random", "popular", "itemknn", "userknn", "als", "bpr", "ease", "oracle")
+    df = truth_experiment(cfg, models=models, n_decoys=40, k=20, metrics=("ndcg", "rr"), n_repeats=2, rng=1)
+    assert set(df["model"]) == set(models)
+    assert set(df["candidates"]) == {"full", "uniform 40", "popularity 40"}
+    assert len(df) == 2 * len(models) * 3 * 2
+    assert np.all(np.isfinite(df[["M_obs", "M_truth", "bias"]].to_numpy()))
+    np.testing.assert_allclose(df["bias"], df["M_obs"] - df["M_truth"], atol=1e-15)
+    truth = df[df.candidates == "full"].groupby(["repeat", "metric", "model"])["M_truth"].first().unstack()
+    assert (truth.idxmax(axis=1) == "oracle").all()
+    assert np.allclose(truth["oracle"], 1.0)  # the Oracle's top-k lists hold only true preferences
+    # repeats differ (a fresh simulation each), and the run is reproducible from its parameters
+    assert df[df.repeat == 0]["M_obs"].to_numpy().tolist() != df[df.repeat == 1]["M_obs"].to_numpy().tolist()
+    again = truth_experiment(cfg, models=("popular",), n_decoys=40, k=20, metrics=("ndcg",), n_repeats=1, rng=1)
+    mine = df[(df.model == "popular") & (df.metric == "ndcg") & (df.repeat == 0)].reset_index(drop=True)
+    np.testing.assert_allclose(again["M_obs"], mine["M_obs"], rtol=0, atol=0)
+
+
+def test_decoy_experiment_shapes_and_reproducible(sim_split):
+    sim, _ = sim_split
+    a = decoy_experiment(sim.observed, models=("popular", "itemknn"), decoy_sizes=(10, 30), k=5, rng=2)
+    b = decoy_experiment(sim.observed, models=("popular", "itemknn"), decoy_sizes=(10, 30), k=5, rng=2)
+    pd.testing.assert_frame_equal(a, b)
+    assert set(a["candidates"]) == {"full", "uniform 10", "uniform 30", "popularity 10", "popularity 30"}
+    # more decoys can only push a test item down a candidate list
+    v = a[(a.metric == "recall") & (a.model == "itemknn")].set_index("candidates")["value"]
+    assert v["uniform 10"] >= v["uniform 30"] >= v["full"] - 1e-12
+    with pytest.raises(ValueError, match="n_decoys must be <="):
+        decoy_experiment(sim.observed, models=("popular",), decoy_sizes=(10_000,), rng=2)
+    c = decoy_experiment(sim.observed, models=("popular",), decoy_sizes=(10, 10_000), k=5, rng=2, on_oversized="drop")
+    assert c.attrs["dropped_sizes"] == {"uniform": [10_000], "popularity": [10_000]}
+    assert set(c["candidates"]) == {"full", "uniform 10", "popularity 10"}
+    _, split = sim_split
+    assert 0 < c.attrs["max_decoys"]["popularity"] <= c.attrs["max_decoys"]["uniform"] < 300
+    # the reference popularity score lies between the least and most popular items' ranks
+    assert 1 < c.attrs["test_popularity_score"] < 300
+    with pytest.raises(ValueError, match="on_oversized"):
+        decoy_experiment(sim.observed, models=("popular",), decoy_sizes=(10,), rng=2, on_oversized="clip")
+    with pytest.raises(ValueError, match="strategies"):
+        decoy_experiment(sim.observed, models=("popular",), strategies=("full",), decoy_sizes=(10,), rng=2)
+
+
+def test_make_recommender_and_bpr():
+    with pytest.raises(ValueError, match="model must be one of"):
+        make_recommender("svd")
+    with pytest.raises(ValueError, match="truth"):
+        make_recommender("oracle")
+    sim = simulate(SimulationConfig(n_users=200, n_items=150, true_profile_mean=80, profile_median=20, seed=9))
+    split = split_holdout(sim.observed, 0.2, rng=0)
+    a = BPR(factors=8, iterations=30, rng=1).fit(split.train, n_items=150, n_users=200)
+    b = BPR(factors=8, iterations=30, rng=1).fit(split.train, n_items=150, n_users=200)
+    np.testing.assert_array_equal(a.item_factors_, b.item_factors_)
+    items = np.tile(np.arange(5), (3, 1))
+    np.testing.assert_allclose(a.score_items([0, 1, 2], items), a.score([0, 1, 2])[:, :5], rtol=1e-12)
+    full = draw_candidates(split, "full")
+    bpr = evaluate_candidates(a, split, full, rng=0).set_index("metric")["value"]["ndcg"]
+    rnd = evaluate_candidates(Random(rng=0).fit(split.train, n_items=150, n_users=200), split, full,
+                              rng=0).set_index("metric")["value"]["ndcg"]
+    assert bpr > 1.5 * rnd
+    with pytest.raises(ValueError, match="lr"):
+        BPR(lr=0)
+
+
+def test_evaluate_candidates_bad_input(sim_split):
+    _, split = sim_split
+    model = Popular().fit(split.train, n_items=split.n_items, n_users=split.n_users)
+    with pytest.raises(ValueError, match="candidate_sets"):
+        evaluate_candidates(model, split, [])
+    with pytest.raises(ValueError, match="candidate_sets must be drawn"):
+        evaluate_candidates(model, split, CandidateSets("full", None, split.users[:3], None))
+    with pytest.raises(ValueError, match="metric"):
+        evaluate_candidates(model, split, draw_candidates(split, "full"), metrics=("dcg",))
+    with pytest.raises(ValueError, match="relevance"):
+        evaluate_candidates(model, split, draw_candidates(split, "full"), relevance={"x": np.ones(3)})
+
+
+def test_target_ranks_uniform_follow_the_hypergeometric_kernel():
+    from itemsampling.data import leave_last_out
+
+    sim = simulate(SimulationConfig(n_users=600, n_items=200, true_profile_mean=100, profile_median=10, seed=5))
+    train, test = leave_last_out(sim.observed, rng=0)
+    model = Popular().fit(train, n_items=200, n_users=600)
+    R, r = target_ranks(model, train, test, 20, "uniform", rng=3)
+    # R is the rank among all N items, ties broken at random: same distribution as ranking.global_ranks
+    R2 = global_ranks(model, train, test, exclude_train=False, rng=4)
+    assert abs(R.mean() - R2.mean()) < 6 * np.sqrt(R.var() / R.size)
+    # r - 1 | R ~ Hypergeometric(N - 1, R - 1, n - 1): mean and variance per user
+    mean = 19 * (R - 1) / 199
+    var = 19 * (R - 1) / 199 * (1 - (R - 1) / 199) * (199 - 19) / (199 - 1)
+    z = ((r - 1) - mean).sum() / np.sqrt(var.sum())
+    assert abs(z) < 5
+    assert np.all((r >= 1) & (r <= 20) & (r <= R))
+    # popularity-weighted decoys are more popular, so the target's sampled rank is worse
+    _, rp = target_ranks(model, train, test, 20, "popularity", rng=3)
+    assert rp.mean() > r.mean() + 3 * np.sqrt(r.var() / r.size)
+    with pytest.raises(ValueError, match="sample_size"):
+        target_ranks(model, train, test, 201, "uniform")
+    with pytest.raises(ValueError, match="one row"):
+        target_ranks(model, train, pd.concat([test, test]), 20, "uniform")
+    with pytest.raises(ValueError, match="strategy"):
+        target_ranks(model, train, test, 20, "full")
+
+
+def test_gini_sweep_orders_concentration():
+    base = SimulationConfig(n_users=150, n_items=200, true_profile_mean=120, profile_median=15, seed=1)
+    df = gini_sweep(base, [0.0, 1.0], models=("popular",), n_decoys=20, k=5, rng=0)
+    g = df.groupby("zipf")["gini"].first()
+    assert g[1.0] > g[0.0]
+    assert set(df["candidates"]) == {"full", "uniform 20", "popularity 20"}
+    with pytest.raises(ValueError, match="zipfs"):
+        gini_sweep(base, [-1.0])
+
+
+def test_popularity_ranks_match_scipy_average_ranks():
+    p = np.random.default_rng(0).integers(0, 20, size=500).astype(float)
+    np.testing.assert_allclose(popularity_ranks(p), stats.rankdata(p, method="average"), rtol=0, atol=0)
