@@ -264,12 +264,12 @@ def draw_candidates(split: HoldoutSplit, strategy: str, n_decoys: int | None = N
 def popularity_ranks(popularity) -> np.ndarray:
     """Popularity rank of each item, 1 = least popular, :math:`N` = most popular; tied items share
     their average rank (Ihemelandu & Ekstrand 2023, Sec. III-D)."""
-    from scipy.stats import rankdata
-
     p = np.asarray(popularity, dtype=np.float64)
     if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0):
         raise ValueError("popularity must be a non-empty 1-d array of finite non-negative values")
-    return rankdata(p, method="average")
+    _, inv, counts = np.unique(p, return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)  # a value shared by c items occupies ranks last - c + 1 .. last
+    return (last - (counts - 1) / 2.0)[inv]
 
 
 def popularity_score(lists, popularity, normalize: bool = False) -> float:

@@ -16,6 +16,10 @@ metric         :math:`F(R)`                                         notes
 A metric :math:`T` is the mean of :math:`F` over users (TORS Eq. 3). The same functions give the
 *sampled* metric :math:`T^S` when applied to sampled ranks :math:`r` with ``n_items`` set to the
 sampled-set size :math:`n` (sampled AUC is :math:`(n-r)/(n-1)`).
+
+With a *set* of relevant items per user (several held-out items, Ihemelandu & Ekstrand 2023) use
+the general forms of Krichene & Rendle 2020, Eq. 2-6: :func:`set_metric_values` (positions of the
+relevant items) and :func:`topk_metric_values` (boolean hits of top-K lists).
 """
 
 from __future__ import annotations
