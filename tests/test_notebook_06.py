@@ -26,6 +26,9 @@ PARAMS = {
     "max_rank_plot": 50,
     "tol_model": "ease",
     "tol_repeats": 2,
+    "scale_items": 200_000,
+    "scale_sample_size": 200,
+    "scale_users": 20_000,
     "seed": 3,
 }
 LABEL = {"recall": "Recall", "ndcg": "NDCG", "ap": "AP"}
@@ -189,3 +192,40 @@ def test_wmle_synthetic_check(results):
         assert abs(row["MLE (EM, tol 1e-6)"] - row["exact"]) < 0.1
         for C in (1, 10, 100):
             assert row[f"WMLE, C = {C}"] > 1.4 * row["exact"]
+
+
+def test_at_scale_section_recomputed(results):
+    """The "At scale" table: grid estimates recomputed through grid_estimate_metrics on the same
+    synthetic ranks, the exact values, and the grid-against-dense agreement."""
+    from itemsampling.estimators import estimate_metrics
+    from itemsampling.estimators.grid import grid_estimate_metrics, rank_grid
+    from itemsampling.mapping import sample_beta_ranks
+
+    N, n, M, a = PARAMS["scale_items"], PARAMS["scale_sample_size"], PARAMS["scale_users"], 0.3
+    rng = np.random.default_rng([PARAMS["seed"], 4000])
+    R = sample_beta_ranks(a, N, M, rng=rng)
+    r = sample_ranks(R, N, n, rng=rng)
+    rec = results["ch06_scale_estimates"]
+    ks = [10, N // n, 10 * N // n]
+    assert (results["ch06_scale_K1"], results["ch06_scale_K2"]) == (ks[1], ks[2])
+    assert results["ch06_scale_cells"] == rank_grid(N, n, breaks=ks).n_cells
+    for label, meth in {"MLE": "mle", "MES": "mes", "BV 0.1": "bv", "MN": "mn", "BV_MES": "bv_mes"}.items():
+        out = grid_estimate_metrics(r, N, n, "recall", ks, meth, gamma=0.1)[meth]["recall"]
+        for j, k in enumerate(ks):
+            assert rec[label][f"Recall@{k:,}"] == pytest.approx(100 * out[j], abs=1e-9), (label, k)
+    for k in ks:
+        assert rec["exact"][f"Recall@{k:,}"] == pytest.approx(100 * evaluate(R, "recall", k), abs=1e-12)
+    rel = max(abs(rec[lab][f"Recall@{k:,}"] / rec["exact"][f"Recall@{k:,}"] - 1)
+              for lab in ("MLE", "MES", "BV 0.1", "BV_MES") for k in ks[1:])
+    assert results["ch06_scale_relerr_wide"] == pytest.approx(100 * rel, rel=1e-9)
+    # the recorded agreement is recomputed, and it is far below the estimators' spread
+    Nc = 20_000
+    Rc = sample_beta_ranks(a, Nc, 6040, rng=np.random.default_rng([PARAMS["seed"], 4001]))
+    rc = sample_ranks(Rc, Nc, 100, rng=np.random.default_rng([PARAMS["seed"], 4002]))
+    ks = list(range(1, 101))
+    kw = dict(gamma=0.1, eta=0.001, eta_scaling="aaai")
+    g = estimate_metrics(rc, Nc, 100, list(LABEL), ks, ["mes", "bv", "mn", "bv_mes"], grid=True, **kw)
+    d = estimate_metrics(rc, Nc, 100, list(LABEL), ks, ["mes", "bv", "mn", "bv_mes"], grid=False, **kw)
+    diff = max(float(np.max(np.abs(np.asarray(g[m][x]) - d[m][x]))) for m in g for x in LABEL)
+    assert results["ch06_scale_check_diff"] == pytest.approx(diff, rel=1e-6)
+    assert diff < 1e-5

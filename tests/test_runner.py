@@ -259,7 +259,7 @@ NOISY = """
 ```{code-cell} ipython3
 :tags: [parameters]
 
-steps = 3
+steps = 3                   # n = m + 1 steps (an "=" in a comment, which papermill's parser warns about)
 ```
 
 ```{code-cell} ipython3
@@ -276,11 +276,12 @@ print("to stdout")
 def test_progress_reaches_the_terminal_and_warnings_do_not(tmp_path):
     nb = _nb(tmp_path, NOISY)
     out = tmp_path / "o"
-    proc = subprocess.run([sys.executable, "-m", "itemsampling.run", str(nb), "--out", str(out), "--no-html"],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "itemsampling.run", str(nb), "--out", str(out), "--no-html",
+                           "-p", "steps", "4"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "long work" in proc.stderr and "3/3" in proc.stderr
+    assert "long work" in proc.stderr and "4/4" in proc.stderr
     assert "Warning" not in proc.stderr and "WARNING" not in proc.stderr and "a warning from a cell" not in proc.stderr
+    assert "Unable to parse" not in proc.stderr and "unknown parameter" not in proc.stderr
     # the warning stays in the executed notebook
     assert "a warning from a cell" in (out / "nb.ipynb").read_text()
     quiet = subprocess.run([sys.executable, "-m", "itemsampling.run", str(nb), "--out", str(out), "--no-html",

@@ -28,10 +28,13 @@ items). The runner below can simulate the exact per-user pools (``pool="user"``)
 approximation (``pool="catalog"``).
 
 Ties are broken at random (seeded), models are fit with seeds derived from ``rng`` and the model
-name, and results are cached in ``data/cache/ranks`` (atomic writes) keyed by the dataset, the
-model's class and parameters, the seed, ``exclude_train``, a cache version and a hash of the
-source of :mod:`itemsampling.models`, :mod:`itemsampling.ranking` and :mod:`itemsampling.data`;
-a second call is instant.
+name, and results are cached in ``data/cache/ranks`` (atomic writes) keyed by the dataset (a
+simulated dataset's configuration, or the content of the files a real-data folder is read from:
+:func:`dataset_fingerprint`), the model's class and parameters, the seed, ``exclude_train``, a
+cache version and the package's version and source; a second call is instant. Every cache file
+carries its key and a checksum, verified on read: a truncated, edited or inconsistent file (ranks
+outside their pools, another split) is recomputed with a
+:class:`~itemsampling.data.cache.CacheWarning`, never returned.
 """
 
 from __future__ import annotations
@@ -323,20 +326,22 @@ def _code_version() -> str:
     from . import ranking as _ranking
     from .data import cache as _cache
     from .data import frames as _frames
+    from .data import loaders as _loaders
     from .data import simulator as _simulator
 
-    return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _cache, _frames, _simulator)])
+    return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _cache, _frames, _loaders, _simulator)])
 
 
 def dataset_fingerprint(dataset) -> dict:
     """What a cache key records about a dataset: for an embedded dataset its name and simulator
-    configuration; for a folder or file of real data its resolved path and a hash of the content
-    of every file in it (:func:`itemsampling.data.cache.path_fingerprint`), so editing, adding or
-    removing a data file invalidates every result computed from it."""
-    if isinstance(dataset, str) and dataset in DATASETS:
+    configuration; for a folder of real data its resolved path and a hash of the content of every
+    file it is read from (:func:`dataset_files`; :func:`itemsampling.data.cache.path_fingerprint`),
+    so editing or replacing a data file invalidates every result computed from it."""
+    dataset = _check_dataset(dataset)
+    if dataset in DATASETS:
         return {"name": dataset, "config": dict(DATASETS[dataset].__dict__)}
-    path = Path(dataset)
-    return {"path": str(path.resolve()), "content": path_fingerprint(path)}
+    files = dataset_files(dataset)
+    return {"path": dataset, "files": [f.name for f in files], "content": [path_fingerprint(f) for f in files]}
 
 
 def _dataset_label(dataset) -> str:
@@ -505,6 +510,7 @@ def exact_metric(global_ranks, metric: str, k: int | None, n_items: int, pool_si
     """The exact metric :math:`T` on global ranks; AUC uses each user's pool size when given
     (:math:`(N_u - R_u)/(N_u - 1)`), else ``n_items``."""
     name = canonical_metric(metric)
+    check_ranks(global_ranks, "global_ranks", high=check_int(n_items, "n_items", low=2))
     if name != "auc" or pool_sizes is None:
         return evaluate(global_ranks, name, k, n_items)
     R, P = _check_ranks_pools(global_ranks, pool_sizes)
@@ -639,8 +645,32 @@ def _parent_alive(parent_pid) -> bool:
     return parent_pid is None or os.getppid() == parent_pid
 
 
+_WATCHDOG: dict = {}
+
+
+def _start_parent_watchdog(parent_pid, interval: float = 0.1) -> None:
+    """In a worker process: a daemon thread that ends the process as soon as its parent (the
+    process that called :func:`run_experiment`) is gone, so an orphaned worker neither keeps
+    running nor writes cache files. Idempotent per worker and parent."""
+    import os
+    import threading
+
+    if parent_pid is None or _WATCHDOG.get("pid") == parent_pid:
+        return
+
+    def watch():
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(interval)
+
+    _WATCHDOG["pid"] = parent_pid
+    threading.Thread(target=watch, name="itemsampling-parent-watchdog", daemon=True).start()
+
+
 def _one_repeat(repeat, ranks, pools, n_items, models, sample_sizes, metrics, estimators, rng, replacement,
                 pool, sampler, path, cache_key="", parent_pid=None):
+    _start_parent_watchdog(parent_pid)
     out = np.empty((len(models), len(sample_sizes), len(metrics), len(estimators)))
     for a, mo in enumerate(models):
         for b, n in enumerate(sample_sizes):
@@ -771,6 +801,8 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
     """
     if not isinstance(ranks, GlobalRanks):
         raise ValueError("ranks must be a GlobalRanks (from load_global_ranks)")
+    if len(ranks) == 0 or np.size(ranks.pool_sizes) == 0:
+        raise ValueError("ranks must hold at least one model and one user")
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
     rng = check_int(rng, "rng", low=0)
     n_jobs = check_int(n_jobs, "n_jobs", low=-1)

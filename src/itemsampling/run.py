@@ -477,6 +477,13 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
     error = None
     page = None
     try:
+        # papermill re-reads the parameters cell with its own parser, which misreads comments that hold
+        # an "=" and then warns about "unknown" parameters; the runner has already parsed and checked
+        # the cell (notebook_parameters, check_parameters), so only papermill's errors are shown
+        import logging
+
+        for name in ("papermill.translators", "papermill.execute", "papermill"):
+            logging.getLogger(name).setLevel(logging.ERROR)
         with _KernelStderr(out / "kernel.log") as terminal:
             pm.execute_notebook(
                 str(source), str(running), parameters=overrides, progress_bar=progress,

@@ -90,7 +90,8 @@ from scipy.optimize import nnls
 from scipy.special import gammaln, logsumexp
 
 from .._validation import (
-    check_bool, check_int, check_probability_vector, check_ranks, check_sample_sizes, check_sizes,
+    as_float_array, check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sample_sizes,
+    check_sizes,
 )
 from ..kernel import kernel
 from ..metrics import metric_function
@@ -644,7 +645,7 @@ def _weighted_gram(K, w, bands):
 def _check_mes_inputs(p_tilde, K) -> tuple[np.ndarray, np.ndarray]:
     """The sampled-rank distribution (length n, a probability vector) and a kernel of shape (N, n)
     with finite, non-negative entries."""
-    Km = np.asarray(K, dtype=np.float64)
+    Km = as_float_array(K, "K")
     if Km.ndim != 2 or Km.shape[0] < 2 or Km.shape[1] < 2:
         raise ValueError(f"K must be a kernel matrix of shape (N, n) with N, n >= 2, got shape {Km.shape}")
     if not np.all(np.isfinite(Km)) or np.any(Km < 0):
@@ -805,7 +806,9 @@ def mes_cvxpy(p_tilde, K, a: float, solver: str = "CLARABEL", **solver_options) 
 # ---------------------------------------------------------------------------------------------
 def project_to_simplex(v) -> np.ndarray:
     r"""Euclidean projection of ``v`` onto the probability simplex (sort-based; Duchi et al. 2008)."""
-    v = np.asarray(v, dtype=np.float64)
+    v = as_float_array(v, "v")
+    if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v)):
+        raise ValueError(f"v must be a non-empty, finite 1-d array, got shape {v.shape}")
     u = np.sort(v)[::-1]
     css = np.cumsum(u) - 1.0
     idx = np.arange(1, v.size + 1)
@@ -833,6 +836,7 @@ def bv_rank_distribution(p_tilde, n_items: int, sample_size: int, gamma: float =
     pt = check_probability_vector(p_tilde, "p_tilde", length=n)
     chunk = check_int(chunk, "chunk", low=1)
     replacement = check_bool(replacement, "replacement")
+    check_memory(8.0 * N * (min(chunk, N) * 2 + 4), f"the BV rank distribution over {N} items", "n_items or chunk")
     project = check_bool(project, "project")
     recall = np.empty(N)
     for lo in range(0, N, chunk):
