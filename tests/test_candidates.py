@@ -271,17 +271,21 @@ def test_evaluate_candidates_bad_input(sim_split):
 
 def test_target_ranks_uniform_follow_the_hypergeometric_kernel():
     from itemsampling.data import leave_last_out
+    from itemsampling.ranking import pool_sizes
 
     sim = simulate(SimulationConfig(n_users=600, n_items=200, true_profile_mean=100, profile_median=10, seed=5))
     train, test = leave_last_out(sim.observed, rng=0)
     model = Popular().fit(train, n_items=200, n_users=600)
-    R, r = target_ranks(model, train, test, 20, "uniform", rng=3)
-    # R is the rank among all N items, ties broken at random: same distribution as ranking.global_ranks
-    R2 = global_ranks(model, train, test, exclude_train=False, rng=4)
+    R, r, P = target_ranks(model, train, test, 20, "uniform", rng=3, return_pool=True)
+    # the pool is I minus the user's training items: N_u as ranking.pool_sizes, R in 1..N_u
+    np.testing.assert_array_equal(P, pool_sizes(train, test, 200))
+    assert P.min() < 200 and np.all((R >= 1) & (R <= P))
+    # R has the distribution of ranking.global_ranks (training items excluded, random tie-breaks)
+    R2 = global_ranks(model, train, test, exclude_train=True, rng=4)
     assert abs(R.mean() - R2.mean()) < 6 * np.sqrt(R.var() / R.size)
-    # r - 1 | R ~ Hypergeometric(N - 1, R - 1, n - 1): mean and variance per user
-    mean = 19 * (R - 1) / 199
-    var = 19 * (R - 1) / 199 * (1 - (R - 1) / 199) * (199 - 19) / (199 - 1)
+    # r - 1 | R ~ Hypergeometric(N_u - 1, R - 1, n - 1) with each user's own pool: mean and variance
+    mean = 19 * (R - 1) / (P - 1)
+    var = mean * (1 - (R - 1) / (P - 1)) * (P - 20) / (P - 2)
     z = ((r - 1) - mean).sum() / np.sqrt(var.sum())
     assert abs(z) < 5
     assert np.all((r >= 1) & (r <= 20) & (r <= R))
@@ -289,11 +293,59 @@ def test_target_ranks_uniform_follow_the_hypergeometric_kernel():
     _, rp = target_ranks(model, train, test, 20, "popularity", rng=3)
     assert rp.mean() > r.mean() + 3 * np.sqrt(r.var() / r.size)
     with pytest.raises(ValueError, match="sample_size"):
-        target_ranks(model, train, test, 201, "uniform")
+        target_ranks(model, train, test, int(P.min()) + 1, "uniform")
+    target_ranks(model, train, test, int(P.min()), "uniform", rng=0)  # the largest size every pool allows
     with pytest.raises(ValueError, match="one row"):
         target_ranks(model, train, pd.concat([test, test]), 20, "uniform")
     with pytest.raises(ValueError, match="strategy"):
         target_ranks(model, train, test, 20, "full")
+    with pytest.raises(ValueError, match="return_pool"):
+        target_ranks(model, train, test, 20, "uniform", return_pool="yes")
+
+
+class _TrainFirst(Random):
+    """Scores every training item of the user above every other item; among the others, the target
+    (item ``user % 7``) first, then items by decreasing id: without training items the target has
+    rank 1 in any candidate set."""
+
+    def __init__(self, train, n_items, n_users):
+        super().__init__()
+        self.fit(train, n_items=n_items, n_users=n_users)
+        self._X = train
+
+    def score(self, users):
+        users = np.asarray(users)
+        S = np.tile(np.arange(self.n_items_, dtype=np.float64), (users.size, 1))
+        S[np.arange(users.size), users % 7] = self.n_items_ + 1.0
+        tr = self._X[self._X["user"].isin(users)]
+        row = {u: i for i, u in enumerate(users)}
+        S[tr["user"].map(row).to_numpy(), tr["item"].to_numpy()] = 10.0 * self.n_items_
+        return S
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "popularity"])
+def test_target_ranks_never_rank_or_draw_training_items(strategy):
+    """Training items are scored above everything and, with popularity decoys, carry almost all the
+    popularity: one of them counted in R or drawn as a decoy would push the target below rank 1."""
+    M, N = 300, 40
+    g = np.random.default_rng(0)
+    rows = []
+    for u in range(M):
+        t = u % 7
+        others = np.setdiff1d(np.arange(7, N), [t])
+        rows += [(u, int(i)) for i in g.choice(others, size=int(g.integers(3, 20)), replace=False)]
+    train = pd.DataFrame(rows, columns=["user", "item"])
+    test = pd.DataFrame({"user": np.arange(M), "item": np.arange(M) % 7})
+    model = _TrainFirst(train, N, M)
+    pop = np.ones(N)
+    pop[7:] = 1e9  # the items users train on are by far the most popular
+    kw = {"popularity": pop} if strategy == "popularity" else {}
+    R, r, P = target_ranks(model, train, test, 15, strategy, rng=1, return_pool=True, **kw)
+    assert np.all(R == 1) and np.all(r == 1)
+    np.testing.assert_array_equal(P, N - train.groupby("user").size().reindex(range(M)).to_numpy())
+    # the same model without the guarantee: a user's pool is too small for more decoys than it holds
+    with pytest.raises(ValueError, match="sample_size"):
+        target_ranks(model, train, test, int(P.min()) + 1, strategy, **kw)
 
 
 def test_gini_sweep_orders_concentration():
@@ -304,3 +356,8 @@ def test_gini_sweep_orders_concentration():
     assert set(df["candidates"]) == {"full", "uniform 20", "popularity 20"}
     with pytest.raises(ValueError, match="zipfs"):
         gini_sweep(base, [-1.0])
+
+
+def test_popularity_ranks_match_scipy_average_ranks():
+    p = np.random.default_rng(0).integers(0, 20, size=500).astype(float)
+    np.testing.assert_allclose(popularity_ranks(p), stats.rankdata(p, method="average"), rtol=0, atol=0)

@@ -12,7 +12,7 @@ from itemsampling.metrics import metric_curve
 from itemsampling.run import run_notebook
 
 NB = Path(__file__).resolve().parents[1] / "notebooks" / "08-adaptive-sampling.md"
-N, USERS, N0, NMAX, NFIX, REPS, MAXK = 400, 1500, 10, 80, 40, 3, 20
+N, USERS, N0, NMAX, NFIX, REPS, MAXK = 400, 1000, 10, 80, 40, 2, 20
 
 
 @pytest.fixture(scope="module")

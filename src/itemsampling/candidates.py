@@ -42,7 +42,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import models as _models
-from ._validation import as_rng, check_int
+from ._validation import as_rng, check_bool, check_int
 from .data import SimulationConfig, holdout_fraction, n_items_of, n_users_of, simulate
 from .metrics import set_metric_values
 
@@ -264,12 +264,12 @@ def draw_candidates(split: HoldoutSplit, strategy: str, n_decoys: int | None = N
 def popularity_ranks(popularity) -> np.ndarray:
     """Popularity rank of each item, 1 = least popular, :math:`N` = most popular; tied items share
     their average rank (Ihemelandu & Ekstrand 2023, Sec. III-D)."""
-    from scipy.stats import rankdata
-
     p = np.asarray(popularity, dtype=np.float64)
     if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0):
         raise ValueError("popularity must be a non-empty 1-d array of finite non-negative values")
-    return rankdata(p, method="average")
+    _, inv, counts = np.unique(p, return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)  # a value shared by c items occupies ranks last - c + 1 .. last
+    return (last - (counts - 1) / 2.0)[inv]
 
 
 def popularity_score(lists, popularity, normalize: bool = False) -> float:
@@ -281,6 +281,7 @@ def popularity_score(lists, popularity, normalize: bool = False) -> float:
     ``lists`` is an int array ``(n_lists, K)`` of item ids; entries ``-1`` pad lists shorter than
     :math:`K` (empty lists are skipped). ``normalize=True`` divides by :math:`N`, so the score lies
     in :math:`(0, 1]` and is comparable across catalogues."""
+    normalize = check_bool(normalize, "normalize")
     L = np.asarray(lists)
     if L.ndim != 2 or L.dtype.kind not in "iu":
         raise ValueError("lists must be a 2-d integer array (n_lists, K) of item ids, -1 for padding")
@@ -449,6 +450,7 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
     held-out items (each user's test set as one list), the reference of :func:`popularity_prone`,
     and ``result.attrs["max_decoys"]`` the largest decoy size each strategy allows. ``rng`` (an int) seeds the split, the decoys, the models and the tie-breaks
     through separate streams (a model's streams are keyed by its name)."""
+    progress = check_bool(progress, "progress")
     seed = check_int(rng, "rng", low=0)
     ss = np.random.SeedSequence(seed)
     s_split, s_dec, s_mod, s_tie = ss.spawn(4)
@@ -509,6 +511,7 @@ def truth_experiment(config: SimulationConfig, models=("random", "popular", "ite
     candidates, metric, M_obs, M_truth, bias, gini``; ``gini`` is the Gini index of the observed
     item counts of the repeat's data.
     """
+    progress = check_bool(progress, "progress")
     from .data import gini, item_counts
 
     if not isinstance(config, SimulationConfig):
@@ -542,21 +545,30 @@ def truth_experiment(config: SimulationConfig, models=("random", "popular", "ite
 
 
 def target_ranks(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: int, strategy: str = "uniform",
-                 popularity=None, rng=None, batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:
+                 popularity=None, rng=None, batch_size: int = 512, return_pool: bool = False):
     r"""Global and sampled ranks of one held-out item per user, with the decoys of ``strategy``.
 
-    The chapters-5-to-8 convention (the book's notation): the target :math:`t_u` is ranked among
-    all :math:`N` items (:math:`R_u \in 1..N`), and the sampled set holds the target and
-    :math:`n-1` decoys drawn without replacement from the :math:`N-1` other items, uniformly
-    (``"uniform"``: then :math:`r_u - 1 \sim \mathrm{Hypergeometric}(N-1, R_u-1, n-1)`, the kernel
-    the estimators assume) or with probability proportional to ``popularity``
-    (``"popularity"``, default :func:`item_popularity` of ``train``: no closed-form kernel; the
-    decoys are drawn as in :func:`draw_decoys`). Ties are broken by one random permutation shared
-    by both ranks. ``test`` must hold exactly one row per user.
+    The user's pool is :math:`I \setminus I_u^{\mathrm{train}}` (the target :math:`t_u` stays in it
+    even if it also appears in ``train``), of size :math:`N_u` (:func:`itemsampling.ranking.pool_sizes`):
+    the convention of :func:`itemsampling.ranking.global_ranks` with ``exclude_train=True`` (the
+    book's default since Chapter 3) and of the paper's candidate sets. The user's training items
+    are never ranked and never drawn as decoys. :math:`R_u \in 1..N_u` is the target's rank in the
+    pool; the sampled set holds the target and :math:`n-1` decoys drawn without replacement from
+    the :math:`N_u - 1` other pool items, uniformly (``"uniform"``: then
+    :math:`r_u - 1 \sim \mathrm{Hypergeometric}(N_u-1, R_u-1, n-1)`, the kernel the estimators
+    assume, with the user's own pool size as in
+    :func:`itemsampling.experiments.sample_pool_ranks`) or with probability proportional to
+    ``popularity`` (``"popularity"``, default :func:`item_popularity` of ``train``; Ihemelandu &
+    Ekstrand 2023, Sec. III-C, decoys from :math:`I \setminus I_u^{\mathrm{train}}`; no closed-form
+    kernel; items of popularity 0 are never drawn; the decoys are drawn as in
+    :func:`draw_decoys`). Ties are broken by one random permutation shared by both ranks. ``test``
+    must hold exactly one row per user.
 
-    Returns ``(global_ranks, sampled_ranks)``, int64 arrays aligned with ``test``'s rows.
+    Returns ``(global_ranks, sampled_ranks)``, int64 arrays aligned with ``test``'s rows, and the
+    pool sizes :math:`N_u` as a third array with ``return_pool=True``. Raises ``ValueError``
+    naming ``sample_size`` when a user's pool has fewer than :math:`n-1` eligible decoys.
     """
-    from .ranking import _check_inputs
+    from .ranking import _check_inputs, _train_csr
 
     tu, ti, N = _check_inputs(model, train, test)
     if np.unique(tu).size != tu.size:
@@ -564,34 +576,50 @@ def target_ranks(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: in
     strategy = _check_strategy(strategy)
     if strategy == "full":
         raise ValueError("strategy must be 'uniform' or 'popularity' for sampled ranks")
+    return_pool = check_bool(return_pool, "return_pool")
+    batch_size = check_int(batch_size, "batch_size", low=1)
     n = check_int(sample_size, "sample_size", low=2, high=N)
+    X = _train_csr(train, model.n_users_, N)
+    in_train = np.asarray(X[tu, ti]).ravel() > 0
+    pool = (N - np.diff(X.indptr)[tu] + in_train).astype(np.int64)
     if strategy == "popularity":
         w = _check_popularity(item_popularity(train, N) if popularity is None else popularity, N)
         logw = np.log(w, out=np.full(N, -np.inf), where=w > 0)
-        short = int(np.isfinite(logw).sum()) - np.isfinite(logw[ti]).astype(int)
-        if np.any(short < n - 1):
-            raise ValueError(f"sample_size must be <= {int(short.min()) + 1}: only {int(short.min())} items of positive "
-                             f"popularity are available as decoys, got {n}")
+        pos = w > 0
+        # positive-popularity items of the pool other than the target
+        eligible = int(pos.sum()) - np.asarray(X[tu][:, pos].sum(axis=1)).ravel().astype(np.int64) \
+            - (pos[ti] & ~in_train)
+        what = "items of positive popularity outside its training items"
     else:
         if popularity is not None:
             raise ValueError("popularity is only used by strategy 'popularity'")
         logw = np.zeros(N)
+        eligible = pool - 1
+        what = "items outside its training items"
+    if np.any(eligible < n - 1):
+        i = int(np.argmin(eligible))
+        raise ValueError(f"sample_size must be <= {int(eligible[i]) + 1}: user {int(tu[i])} has only {int(eligible[i])} "
+                         f"{what} besides the target to draw decoys from, got {n}")
     gen = as_rng(rng)
     R = np.empty(tu.size, dtype=np.int64)
     r = np.empty(tu.size, dtype=np.int64)
-    for s in range(0, tu.size, check_int(batch_size, "batch_size", low=1)):
+    for s in range(0, tu.size, batch_size):
         u, t = tu[s:s + batch_size], ti[s:s + batch_size]
         b = np.arange(u.size)
         S = model.score(u)
+        blocked = X[u].toarray() > 0
+        blocked[b, t] = False
         tie = gen.random(S.shape)
         above = (S > S[b, t][:, None]) | ((S == S[b, t][:, None]) & (tie < tie[b, t][:, None]))
         above[b, t] = False
+        above &= ~blocked
         R[s:s + u.size] = 1 + above.sum(axis=1)
         keys = logw[None, :] + gen.gumbel(size=S.shape)
+        keys[blocked] = -np.inf
         keys[b, t] = -np.inf
         dec = np.argpartition(-keys, n - 2, axis=1)[:, :n - 1]
         r[s:s + u.size] = 1 + np.take_along_axis(above, dec, axis=1).sum(axis=1)
-    return R, r
+    return (R, r, pool) if return_pool else (R, r)
 
 
 def gini_sweep(base: SimulationConfig, zipfs, models=("popular", "itemknn", "als"), n_decoys: int = 100,
@@ -601,6 +629,7 @@ def gini_sweep(base: SimulationConfig, zipfs, models=("popular", "itemknn", "als
     more concentrated), simulate, record the Gini index of the observed item counts and run
     :func:`decoy_experiment` with ``n_decoys`` decoys. Returns columns ``zipf, gini, model,
     candidates, value`` (``metric`` at cut-off ``k``)."""
+    progress = check_bool(progress, "progress")
     if not isinstance(base, SimulationConfig):
         raise ValueError(f"base must be a SimulationConfig, got {type(base).__name__}")
     from .data import gini, item_counts

@@ -66,9 +66,6 @@ COLUMN_ALIASES = {
     "user": ("user", "user_id"),
 }
 
-#: Methods that accept per-user sample sizes (CONTRIBUTING.md, "Shared entry points").
-PER_USER_METHODS = ("sampled", "mle")
-
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet"}
 
 
@@ -390,16 +387,16 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     number is reproducible from the arguments. ``progress`` is called with one line of text
     before each long step.
     """
-    from .estimators import METHODS, estimate_metrics
+    from .estimators import METHODS, PER_USER_SIZE_METHODS, estimate_metrics
     from .estimators.bootstrap import compare_estimates
     from .metrics import canonical_metric
 
     say = progress or (lambda text: None)
     if method not in METHODS:
         raise InputError(f"--method must be one of {', '.join(METHODS)}; got {method!r}")
-    if table.per_user_sizes and method not in PER_USER_METHODS:
+    if table.per_user_sizes and method not in PER_USER_SIZE_METHODS:
         raise InputError(f"{table.path} has per-user sample sizes (adaptive sampling); only --method "
-                         f"{' or '.join(PER_USER_METHODS)} can use them, got {method!r}")
+                         f"{' or '.join(PER_USER_SIZE_METHODS)} can use them, got {method!r}")
     metrics = list(dict.fromkeys(canonical_metric(m) for m in metrics))
     topk = [m for m in metrics if m != "auc"]
     ks = list(dict.fromkeys(ks))
@@ -417,7 +414,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
             groups.append((["auc"], None))
         for group, kk in groups:  # one bootstrap (one prior per replicate) for all metrics and cut-offs
             res = estimate_metrics(r, N, n, group, kk, [method], ci=ci, n_boot=n_boot, rng=gen, **params)[method]
-            raw = estimate_metrics(r, N, n, group, kk, ["sampled"])["sampled"] if isinstance(n, int) else None
+            raw = estimate_metrics(r, N, n, group, kk, ["sampled"])["sampled"]
             for metric in group:
                 for j, k in enumerate(kk if kk is not None else [None]):
                     def pick(v, j=j):
@@ -425,7 +422,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                     e = res[metric]
                     rows.append({"model": model, "metric": metric, "k": k, "label": _label(metric, k),
                                  "estimate": pick(e.estimate), "low": pick(e.low), "high": pick(e.high),
-                                 "sampled": None if raw is None else pick(raw[metric]), "n_users": int(r.size)})
+                                 "sampled": pick(raw[metric]), "n_users": int(r.size)})
         say(f"      done in {time.perf_counter() - t0:.1f} s")
 
     n_pairs = len(table.models) * (len(table.models) - 1) // 2

@@ -252,14 +252,14 @@ class SamplingCost:
 
     Arrays over the ladder :math:`n_j = 2^j n_0`, :math:`j = 0..t`:
 
-    sizes       :math:`n_j`.
-    users       :math:`m_j`, the users whose final set size is :math:`n_j`.
-    resolved    the users at size :math:`n_j` whose target no longer ranks first (:math:`r_u > 1`);
-                equal to ``users`` except at the terminal size.
-    entering    :math:`M - \sum_{p<j} m_p`, the users who reach size :math:`n_j`.
-    cost        :math:`C_j`: sampled items per resolved user; ``inf`` where no user is resolved.
-    mean_size   the average set size :math:`\frac1M\sum_u n_u`.
-    suggested_max_size   the terminal size the costs suggest (see :func:`adaptive_sampling_cost`).
+    * ``sizes``: :math:`n_j`.
+    * ``users``: :math:`m_j`, the users whose final set size is :math:`n_j`.
+    * ``resolved``: the users at size :math:`n_j` whose target no longer ranks first
+      (:math:`r_u > 1`); equal to ``users`` except at the terminal size.
+    * ``entering``: :math:`M - \sum_{p<j} m_p`, the users who reach size :math:`n_j`.
+    * ``cost``: :math:`C_j`: sampled items per resolved user; ``inf`` where no user is resolved.
+    * ``mean_size``: the average set size :math:`\frac1M\sum_u n_u`.
+    * ``suggested_max_size``: the terminal size the costs suggest (see :func:`adaptive_sampling_cost`).
     """
 
     sizes: np.ndarray

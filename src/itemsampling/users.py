@@ -206,12 +206,12 @@ def confidence_interval(values, confidence: float = 0.95, method: str = "wilson"
 class TestResult:
     """Outcome of :func:`compare_models`.
 
-    statistic : float   z, t, number of users where A wins (sign), or Wilcoxon's W+ (sum of the
-                        ranks of the positive differences).
-    p_value : float
-    difference : float  mean of A minus mean of B.
-    test, alternative : str
-    n_users : int       users in the test (for the sign test: users where A and B differ).
+    * ``statistic`` (float): z, t, number of users where A wins (sign), or Wilcoxon's W+ (sum of
+      the ranks of the positive differences).
+    * ``p_value`` (float).
+    * ``difference`` (float): mean of A minus mean of B.
+    * ``test``, ``alternative`` (str).
+    * ``n_users`` (int): users in the test (for the sign test: users where A and B differ).
     """
 
     __test__ = False  # not a pytest class

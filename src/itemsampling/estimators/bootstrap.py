@@ -358,7 +358,7 @@ class _Replicator:
                     for j, k in enumerate(ks):
                         F[sel, i, j] = metric_function(m, k, int(size))(self.pair_ranks[sel])
             return self._linear(F)
-        if not isinstance(self.sizes, int):
+        if not isinstance(self.sizes, int) and method not in PER_USER_METHODS:
             raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, "
                              f"not by {method!r}")
         n = self.sizes
