@@ -1,11 +1,12 @@
-# Two commands: `make book` builds the book, `make test` runs the tests.
+# `make book` builds the book, `make test` runs the tests, `make exercises` writes the student and
+# teacher notebooks of every chapter into _build/exercises/.
 # Both create the virtual environment in .venv on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: book test bench clean env
+.PHONY: book test bench clean env exercises
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +20,9 @@ env: $(STAMP)
 book: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" bash tools/build_book.sh .
 	@echo "book: open _build/html/index.html"
+
+exercises: $(STAMP)
+	$(BIN)/python tools/make_exercises.py --out _build/exercises
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

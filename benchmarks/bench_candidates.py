@@ -74,3 +74,40 @@ def test_bench_evaluate_candidates_17_sets(benchmark, split):
     model = Popular().fit(split.train, n_items=split.n_items, n_users=split.n_users)
     df = benchmark.pedantic(evaluate_candidates, args=(model, split, csets), kwargs={"rng": 0}, rounds=1, iterations=1)
     assert len(df) == 17 * 5
+
+
+@pytest.fixture(scope="module")
+def small():
+    split = split_holdout(load_dataset("sim-ml100k"), 0.2, rng=0)
+    csets = [draw_candidates(split, "full")] + [draw_candidates(split, s, d, rng=1) for s in ("uniform", "popularity")
+                                                for d in (10, 20, 50, 100, 200, 500, 1000)]
+    model = Popular().fit(split.train, n_items=split.n_items, n_users=split.n_users)
+    return split, csets, model
+
+
+def test_bench_evaluate_candidates_ml100k(benchmark, small):
+    split, csets, model = small
+    benchmark.pedantic(evaluate_candidates, args=(model, split, csets), kwargs={"rng": 0, "metrics": ("ndcg",)},
+                       rounds=3, iterations=1)
+
+
+def test_bench_evaluate_candidates_ml100k_loop(benchmark, small):
+    """The straightforward way: per user and candidate set, sort the candidates' scores."""
+    split, csets, model = small
+    S = model.score(split.users)
+
+    def loop():
+        out = []
+        for c in csets:
+            m = c.mask(split)
+            vals = []
+            for b, u in enumerate(split.users):
+                cand = np.flatnonzero(m[b])
+                ranked = cand[np.argsort(-S[b, cand], kind="stable")][:10]
+                rel = np.isin(ranked, split.test_matrix[u].indices)
+                ideal = np.sum(1 / np.log2(np.arange(2, min(split.test_matrix[u].nnz, 10) + 2)))
+                vals.append(np.sum(rel / np.log2(np.arange(2, 12))) / ideal)
+            out.append(np.mean(vals))
+        return out
+
+    benchmark.pedantic(loop, rounds=1, iterations=1)

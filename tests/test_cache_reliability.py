@@ -174,9 +174,36 @@ def test_fingerprint_distinguishes_content():
 def test_dataset_content_fingerprint(tmp_path):
     d = tmp_path / "ml"
     d.mkdir()
-    (d / "u.data").write_text("1\t1\t5\t10\n")
+    (d / "u.data").write_text("1\t1\t5\t10\n1\t2\t3\t11\n")
     a = E.dataset_fingerprint(d)
-    (d / "u.data").write_text("1\t1\t4\t10\n")
+    (d / "u.data").write_text("1\t1\t4\t10\n1\t2\t3\t11\n")  # one rating edited
     b = E.dataset_fingerprint(d)
-    assert a["path"] == b["path"] and a["content"] != b["content"]
+    assert a["path"] == b["path"] and a["files"] == ["u.data"] and a["content"] != b["content"]
+    (d / "README").write_text("notes")  # a file that is not read changes nothing
+    assert E.dataset_fingerprint(d) == b
     assert E.dataset_fingerprint(DS)["config"]["n_items"] == 1682
+
+
+def test_ranks_cache_follows_the_content_of_a_real_data_folder(tmp_path):
+    from itemsampling.ranking import global_ranks
+
+    d = tmp_path / "ml"
+    d.mkdir()
+
+    def write(seed):
+        g = np.random.default_rng(seed)
+        rows = [f"{u}\t{i}\t4\t{t}" for u in range(1, 31) for t, i in enumerate(g.choice(np.arange(1, 41), 6, replace=False))]
+        (d / "u.data").write_text("\n".join(rows) + "\n")
+
+    def fresh():
+        train, test = E.load_split(d, 0)
+        model = E.make_model("popular", 0, str(d)).fit(train)
+        return global_ranks(model, train, test, rng=np.random.default_rng(E._model_seed(0, "ties-popular")))
+
+    write(1)
+    first = E.load_global_ranks(d, ["popular"], progress=False)
+    np.testing.assert_array_equal(first["popular"], fresh())
+    write(2)  # the same folder, other ratings: the cached ranks must not come back
+    second = E.load_global_ranks(d, ["popular"], progress=False)
+    np.testing.assert_array_equal(second["popular"], fresh())
+    assert not np.array_equal(first["popular"], second["popular"])

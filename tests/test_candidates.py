@@ -304,3 +304,8 @@ def test_gini_sweep_orders_concentration():
     assert set(df["candidates"]) == {"full", "uniform 20", "popularity 20"}
     with pytest.raises(ValueError, match="zipfs"):
         gini_sweep(base, [-1.0])
+
+
+def test_popularity_ranks_match_scipy_average_ranks():
+    p = np.random.default_rng(0).integers(0, 20, size=500).astype(float)
+    np.testing.assert_allclose(popularity_ranks(p), stats.rankdata(p, method="average"), rtol=0, atol=0)

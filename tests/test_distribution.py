@@ -146,6 +146,17 @@ def test_mes_eta_scaling_is_eta_over_n():
     np.testing.assert_allclose(P1, P2, atol=1e-10)
 
 
+@pytest.mark.parametrize("n", [20, 100, 250])
+def test_mes_quadratic_scaling_is_jins_weight_at_n_100(n):
+    assert D.mes_scale(0.001, n, "quadratic") == pytest.approx(0.001 * (100 / n) ** 2, rel=1e-15)
+    assert D.mes_scale(0.001, 100, "quadratic") == D.mes_scale(0.001, 100, "aaai")
+    N = 400
+    _, r = _draw(N, n, 1000, seed=7)
+    P1 = D.estimate_rank_distribution(r, N, n, "mes", eta=0.01, eta_scaling="quadratic")
+    P2 = D.estimate_rank_distribution(r, N, n, "mes", eta=0.01 * (100 / n) ** 2, eta_scaling="aaai")
+    np.testing.assert_allclose(P1, P2, atol=1e-10)
+
+
 # ----------------------------------------------------------------------------- every estimate
 @pytest.mark.parametrize("replacement", [True, False])
 @pytest.mark.parametrize("method,params", [

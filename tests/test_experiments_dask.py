@@ -84,6 +84,6 @@ def test_backend_selection_and_errors(monkeypatch):
 def test_runner_passes_the_scheduler_option():
     from itemsampling import run
 
-    args = run._parse(["notebooks/06-learning-rank-distribution.md", "--scheduler", "tcp://10.0.0.1:8786"])
+    _, args = run._parse(["notebooks/06-learning-rank-distribution.md", "--scheduler", "tcp://10.0.0.1:8786"])
     assert args.scheduler == "tcp://10.0.0.1:8786"
     assert run.SCHEDULER_ENV == E.SCHEDULER_ENV

@@ -269,3 +269,16 @@ def test_per_user_sample_sizes_on_the_grid(data):
         estimate_metric(r, N, sizes, "recall", 10, "bv", gamma=0.1, grid=True)
     est = estimate_metric(r, N, sizes, "recall", [10, 100], "mle", grid=True)
     assert np.all((est > 0) & (est < 1))
+
+
+def test_mes_newton_cg_agrees_with_the_direct_newton(data, monkeypatch):
+    """Beyond _MES_DIRECT observed ranks the MES dual takes inexact Newton steps by conjugate
+    gradients on Hessian-vector products; both paths reach the same optimum."""
+    _, r = data
+    g = G.rank_grid(N, n)
+    direct = G.grid_fit_rank_distribution(r, N, n, "mes", grid=g)
+    monkeypatch.setattr(G, "_MES_DIRECT", 10)
+    cg = G.grid_fit_rank_distribution(r, N, n, "mes", grid=g)
+    assert direct.stopped_by_tol and cg.stopped_by_tol
+    np.testing.assert_allclose(cg.distribution, direct.distribution, atol=1e-9)
+    assert cg.objective == pytest.approx(direct.objective, abs=1e-12)

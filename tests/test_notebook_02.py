@@ -1,6 +1,7 @@
 """Chapter 2 through the runner at small parameters; recorded numbers checked against
 independent computations (closed forms, scipy.stats distributions)."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +21,36 @@ PARAMS = {
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ch02")
-    return run_notebook(NB, PARAMS, out, progress=False)["results"]
+    return out, run_notebook(NB, PARAMS, out, progress=False, html=True)
+
+
+@pytest.fixture(scope="module")
+def results(run):
+    return run[1]["results"]
+
+
+def test_rendered_page_shows_the_rerun_values(run):
+    """Rerun with another N, M, n and Hoeffding example: the rendered page's prose and captions carry
+    the new values, with no glue markup left, and none of the defaults where the run's values belong."""
+    from rendered import rendered_prose
+
+    out, payload = run
+    assert payload["html"] == "02-sampling-theorem.html"
+    prose = rendered_prose(out / payload["html"])
+    assert "glue:" not in prose and "{glue" not in prose
+    # Section 6 and Figure 2.4: the run's N, M and n
+    assert "3 recommenders with N = 2,000 items, M = 1,500 users and n = 50" in prose
+    assert "3 synthetic recommenders at N = 2,000, M = 1,500, n = 50" in prose
+    assert "25,815 items" not in prose and "25,677 users" not in prose and "yelp scale)" not in prose
+    # Section 3: the run's M and t in the normal-tail remark, the Hoeffding sentence and the summary
+    assert "for \\(M\\) = 3,000 and \\(t\\) = 0.02" in prose
+    assert "With this run\u2019s M = 3,000 and t = 0.02 the bound is 0.181" in prose
+    assert "about 1/9 for" not in prose and not re.search(r"deviation of 0\.01(?!\d)", prose)
+    # the Monte Carlo check quotes the run's number of comparisons (2n = 100)
+    assert "for 100 comparisons" in prose
+    assert "This run uses N = 2,000 and n = 50 in place of the paper\u2019s yelp catalog" in prose
 
 
 def test_parameters_reached_the_notebook(results):

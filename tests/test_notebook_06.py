@@ -21,11 +21,14 @@ PARAMS = {
     "n_repeats": 2,
     "ks": [1, 10],
     "growth_model": "ease",
-    "growth_sizes": [50],
+    "growth_sizes": [100, 400],
     "growth_repeats": 1,
     "max_rank_plot": 50,
     "tol_model": "ease",
     "tol_repeats": 2,
+    "scale_items": 200_000,
+    "scale_sample_size": 200,
+    "scale_users": 20_000,
     "seed": 3,
 }
 LABEL = {"recall": "Recall", "ndcg": "NDCG", "ap": "AP"}
@@ -49,7 +52,7 @@ def test_estimates_match_estimate_metric(results):
     must equal estimate_metric on the same sampled ranks."""
     ranks = load_global_ranks(PARAMS["dataset"], models=PARAMS["models"], rng=PARAMS["seed"])
     N, n = ranks.n_items, 100
-    cases = {"MLE": ("mle", {}), "MES": ("mes", {"eta": 0.001, "eta_scaling": "aaai"}), "BV 0.1": ("bv", {"gamma": 0.1}),
+    cases = {"MLE": ("mle", {}), "MES": ("mes", {"eta": 0.001, "eta_scaling": "quadratic"}), "BV 0.1": ("bv", {"gamma": 0.1}),
              "WMLE": ("wmle", {"weight": "ndcg", "C": 10}), "MLE*": ("mle", {"solver": "cnm"}), "CLS": ("cls", {})}
     for i, m in enumerate(PARAMS["models"]):
         samples = [sample_ranks(ranks[m], N, n, rng=np.random.default_rng([PARAMS["seed"], i, j]))
@@ -106,10 +109,61 @@ def test_growth_curve_and_error_recomputed(results):
     np.testing.assert_allclose(curve, np.cumsum(P)[:K], atol=1e-10)
     truth = np.cumsum(np.bincount(R, minlength=N + 1)[1:] / R.size)[:K]
     mae = results["ch06_growth_mae"][str(n_s)]
-    assert set(mae) == {"MLE", "MES", "BV 0.1"}
+    assert set(mae) == {"MLE", "MES", "BV 0.1", "MES, a = η fixed"}
     for meth, v in mae.items():
         c = np.array(results["ch06_growth_curves"][str(n_s)][meth])
         assert v == pytest.approx(np.mean(np.abs(c - truth)), abs=1e-12)
+
+
+def test_mes_weight_consistent_across_sample_sizes(results):
+    """Figure 6.3's MES curves: the chapter's weight a = eta (100/n)^2 and Jin et al.'s a = eta held
+    fixed, recomputed; the fixed weight's error grows with n by far more than the consistent one's."""
+    ranks = load_global_ranks(PARAMS["dataset"], models=[PARAMS["growth_model"]], rng=PARAMS["seed"])
+    R, N = ranks[PARAMS["growth_model"]], ranks.n_items
+    K = min(50, PARAMS["max_rank_plot"])
+    for n_s in PARAMS["growth_sizes"]:
+        r = sample_ranks(R, N, n_s, rng=np.random.default_rng([PARAMS["seed"], 1000 + n_s, 0]))
+        for label, kw in (("MES", {"eta_scaling": "quadratic"}), ("MES, a = η fixed", {"eta_scaling": "aaai"})):
+            P = estimate_rank_distribution(r, N, n_s, "mes", eta=0.001, **kw)
+            np.testing.assert_allclose(results["ch06_growth_curves"][str(n_s)][label], np.cumsum(P)[:K], atol=1e-8)
+    lo, hi = (str(x) for x in PARAMS["growth_sizes"])
+    mae = results["ch06_growth_mae"]
+    assert results["ch06_growth_mes_fixed_ratio"] == pytest.approx(mae[hi]["MES, a = η fixed"] / mae[lo]["MES, a = η fixed"])
+    assert results["ch06_growth_mes_ratio"] == pytest.approx(mae[hi]["MES"] / mae[lo]["MES"])
+    assert results["ch06_growth_mes_fixed_ratio"] > 2 * results["ch06_growth_mes_ratio"]
+    assert results["ch06_mes_a"] == pytest.approx(0.001)   # n = 100: Jin et al.'s a = eta
+
+
+def test_paper_quotes_transcribed(results):
+    """The numbers the prose quotes from Jin et al. 2021, hand-computed from its Tables 2 and 4."""
+    assert results["ch06_paper_ease_recall"] == pytest.approx(0.3477)
+    assert results["ch06_paper_itemknn_recall"] == pytest.approx(0.4272)
+    # WMLE on EASE and itemKNN (Table 2): itemKNN AP 13.21 / 13.89 - 1, EASE Recall 36.30 / 34.77 - 1
+    assert results["ch06_paper_wmle_bias_lo"] == pytest.approx(100 * (13.21 / 13.89 - 1))
+    assert results["ch06_paper_wmle_bias_hi"] == pytest.approx(100 * (36.30 / 34.77 - 1))
+    # itemKNN Recall: 41.71 / 40.02 - 1 is the largest WMLE-MLE gap of the three paper models
+    assert results["ch06_paper_wmle_vs_mle"] == pytest.approx(100 * (41.71 / 40.02 - 1))
+    # Table 4, K <= 10: CLS is never right, BV 0.1 is right 21-41 times
+    assert results["ch06_paper_worst_small_k"] == "CLS" and results["ch06_paper_worst_small_k_hi"] == 0
+    assert (results["ch06_paper_bv01_small_k_lo"], results["ch06_paper_bv01_small_k_hi"]) == (21, 41)
+    assert results["ch06_paper_bv01_iknn_under"] == pytest.approx(100 * (1 - 34.26 / 42.72))
+    assert results["ch06_paper_bv01_ease_bias"] == pytest.approx(100 * (36.83 / 34.77 - 1))
+    assert (results["ch06_paper_dist_win_lo"], results["ch06_paper_dist_win_hi"]) == (45, 61)
+
+
+def test_curve_errors_recomputed(results):
+    """The relative errors of the averaged Recall@K curves quoted in the prose."""
+    ranks = load_global_ranks(PARAMS["dataset"], models=PARAMS["figure_models"], rng=PARAMS["seed"])
+    m = PARAMS["figure_models"][0]
+    R, N = ranks[m], ranks.n_items
+    i = PARAMS["models"].index(m)
+    P = np.zeros(N)
+    for j in range(PARAMS["n_repeats"]):
+        r = sample_ranks(R, N, 100, rng=np.random.default_rng([PARAMS["seed"], i, j]))
+        P += estimate_rank_distribution(r, N, 100, "mes", eta=0.001, eta_scaling="quadratic") / PARAMS["n_repeats"]
+    truth = np.cumsum(np.bincount(R, minlength=N + 1)[1:] / R.size)
+    for k, v in results["ch06_curve_rel_error"]["MES"][m].items():
+        assert v == pytest.approx(100 * (np.cumsum(P)[int(k) - 1] / truth[int(k) - 1] - 1), abs=1e-6)
 
 
 def test_tolerance_table(results):
@@ -131,10 +185,47 @@ def test_tolerance_table(results):
 
 
 def test_wmle_synthetic_check(results):
-    """On ranks shaped like the paper's ml-1m (exact Recall@10 0.37-0.46), the printed WMLE is far
+    """On ranks shaped like the paper's ml-1m (exact Recall@10 0.348-0.427), the printed WMLE is far
     above the truth for every C, while MLE is close."""
     for row in results["ch06_wmle_synthetic"].values():
         assert 0.3 < row["exact"] < 0.5
         assert abs(row["MLE (EM, tol 1e-6)"] - row["exact"]) < 0.1
         for C in (1, 10, 100):
             assert row[f"WMLE, C = {C}"] > 1.4 * row["exact"]
+
+
+def test_at_scale_section_recomputed(results):
+    """The "At scale" table: grid estimates recomputed through grid_estimate_metrics on the same
+    synthetic ranks, the exact values, and the grid-against-dense agreement."""
+    from itemsampling.estimators import estimate_metrics
+    from itemsampling.estimators.grid import grid_estimate_metrics, rank_grid
+    from itemsampling.mapping import sample_beta_ranks
+
+    N, n, M, a = PARAMS["scale_items"], PARAMS["scale_sample_size"], PARAMS["scale_users"], 0.3
+    rng = np.random.default_rng([PARAMS["seed"], 4000])
+    R = sample_beta_ranks(a, N, M, rng=rng)
+    r = sample_ranks(R, N, n, rng=rng)
+    rec = results["ch06_scale_estimates"]
+    ks = [10, N // n, 10 * N // n]
+    assert (results["ch06_scale_K1"], results["ch06_scale_K2"]) == (ks[1], ks[2])
+    assert results["ch06_scale_cells"] == rank_grid(N, n, breaks=ks).n_cells
+    for label, meth in {"MLE": "mle", "MES": "mes", "BV 0.1": "bv", "MN": "mn", "BV_MES": "bv_mes"}.items():
+        out = grid_estimate_metrics(r, N, n, "recall", ks, meth, gamma=0.1)[meth]["recall"]
+        for j, k in enumerate(ks):
+            assert rec[label][f"Recall@{k:,}"] == pytest.approx(100 * out[j], abs=1e-9), (label, k)
+    for k in ks:
+        assert rec["exact"][f"Recall@{k:,}"] == pytest.approx(100 * evaluate(R, "recall", k), abs=1e-12)
+    rel = max(abs(rec[lab][f"Recall@{k:,}"] / rec["exact"][f"Recall@{k:,}"] - 1)
+              for lab in ("MLE", "MES", "BV 0.1", "BV_MES") for k in ks[1:])
+    assert results["ch06_scale_relerr_wide"] == pytest.approx(100 * rel, rel=1e-9)
+    # the recorded agreement is recomputed, and it is far below the estimators' spread
+    Nc = 20_000
+    Rc = sample_beta_ranks(a, Nc, 6040, rng=np.random.default_rng([PARAMS["seed"], 4001]))
+    rc = sample_ranks(Rc, Nc, 100, rng=np.random.default_rng([PARAMS["seed"], 4002]))
+    ks = list(range(1, 101))
+    kw = dict(gamma=0.1, eta=0.001, eta_scaling="aaai")
+    g = estimate_metrics(rc, Nc, 100, list(LABEL), ks, ["mes", "bv", "mn", "bv_mes"], grid=True, **kw)
+    d = estimate_metrics(rc, Nc, 100, list(LABEL), ks, ["mes", "bv", "mn", "bv_mes"], grid=False, **kw)
+    diff = max(float(np.max(np.abs(np.asarray(g[m][x]) - d[m][x]))) for m in g for x in LABEL)
+    assert results["ch06_scale_check_diff"] == pytest.approx(diff, rel=1e-6)
+    assert diff < 1e-5

@@ -21,7 +21,7 @@ PARAMS = {
     "models": ["random", "popular", "itemknn"],
     "decoy_sizes": [10, 50, 5000],
     "figure2_sizes": [10, 50],
-    "truth_models": ["popular", "itemknn", "oracle"],
+    "truth_models": ["popular", "oracle"],
     "truth_decoys": 50,
     "truth_k": 20,
     "truth_repeats": 1,

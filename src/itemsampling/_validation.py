@@ -127,9 +127,51 @@ def check_sizes(n_items, sample_size) -> tuple[int, int]:
     return n_items, sample_size
 
 
+def as_float_array(value, name: str) -> np.ndarray:
+    """``np.asarray(value, dtype=float64)``, with a ``ValueError`` naming the argument (instead of
+    numpy's "could not convert string to float") when ``value`` holds strings, ``None``, dicts or
+    ragged lists. Booleans are refused too."""
+    if isinstance(value, (str, bytes, dict, set)) or value is None:
+        raise ValueError(f"{name} must be an array of numbers, got {type(value).__name__} {value!r:.60}")
+    try:
+        arr = np.asarray(value)
+        if arr.dtype.kind == "b":
+            raise ValueError
+        return arr.astype(np.float64) if arr.dtype.kind in "iuf" else np.asarray(value, dtype=np.float64)
+    except (ValueError, TypeError):
+        raise ValueError(f"{name} must be an array of numbers, got {value!r:.80}") from None
+
+
+def check_real(value, name: str, low: float | None = None, high: float | None = None,
+               low_open: bool = False, high_open: bool = False) -> float:
+    """Return ``value`` as a finite Python float in the given range (open or closed ends).
+
+    Strings, booleans, ``None``, arrays and NaN/inf are refused with a ``ValueError`` naming the
+    argument and the allowed range."""
+    lo = "" if low is None else ("(" if low_open else "[") + f"{low:g}"
+    hi = "" if high is None else f"{high:g}" + (")" if high_open else "]")
+    if low == 0 and high is None:
+        what = "a positive finite number (> 0)" if low_open else "a non-negative finite number (>= 0)"
+    elif low is None and high is None:
+        what = "a finite number"
+    elif low is not None and high is not None:
+        what = f"a number that lies in {lo}, {hi}"
+    else:
+        what = f"a finite number in {lo or '(-inf'}, {hi or 'inf)'}"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise ValueError(f"{name} must " + (f"lie in {lo}, {hi}" if low is not None and high is not None
+                                            else f"be {what}") + f", got {value!r:.60}")
+    v = float(value)
+    if (not np.isfinite(v) or (low is not None and (v <= low if low_open else v < low))
+            or (high is not None and (v >= high if high_open else v > high))):
+        raise ValueError(f"{name} must " + (f"lie in {lo}, {hi}" if low is not None and high is not None
+                                            else f"be {what}") + f", got {value!r}")
+    return v
+
+
 def check_probability_vector(p, name: str, length: int | None = None, atol: float = 1e-8) -> np.ndarray:
     """Return ``p`` as a float64 vector that is non-negative and sums to 1."""
-    arr = np.asarray(p, dtype=np.float64)
+    arr = as_float_array(p, name)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-d array")
     if length is not None and arr.size != length:

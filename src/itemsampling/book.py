@@ -89,10 +89,14 @@ def recorded() -> dict:
 def order_string(values: dict, atol: float = 1e-9, higher_is_better: bool = True) -> str:
     """The order of named values as ``"C > A = B"``: values within ``atol`` of the previous one are
     joined with ``=`` so round-off never shows as a strict order."""
+    if not isinstance(values, dict):
+        raise ValueError(f"values must be a dict of name -> number, got {type(values).__name__}")
     if not values:
         raise ValueError("values must not be empty")
     if not isinstance(higher_is_better, (bool, np.bool_)):
         raise ValueError(f"higher_is_better must be True or False, got {higher_is_better!r}")
+    if isinstance(atol, (bool, np.bool_)) or not isinstance(atol, (int, float, np.integer, np.floating)):
+        raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
     atol = float(atol)
     if not np.isfinite(atol) or atol < 0:
         raise ValueError(f"atol must be a finite number >= 0, got {atol}")

@@ -42,7 +42,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import models as _models
-from ._validation import as_rng, check_int
+from ._validation import as_rng, check_bool, check_int
 from .data import SimulationConfig, holdout_fraction, n_items_of, n_users_of, simulate
 from .metrics import set_metric_values
 
@@ -264,12 +264,12 @@ def draw_candidates(split: HoldoutSplit, strategy: str, n_decoys: int | None = N
 def popularity_ranks(popularity) -> np.ndarray:
     """Popularity rank of each item, 1 = least popular, :math:`N` = most popular; tied items share
     their average rank (Ihemelandu & Ekstrand 2023, Sec. III-D)."""
-    from scipy.stats import rankdata
-
     p = np.asarray(popularity, dtype=np.float64)
     if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0):
         raise ValueError("popularity must be a non-empty 1-d array of finite non-negative values")
-    return rankdata(p, method="average")
+    _, inv, counts = np.unique(p, return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)  # a value shared by c items occupies ranks last - c + 1 .. last
+    return (last - (counts - 1) / 2.0)[inv]
 
 
 def popularity_score(lists, popularity, normalize: bool = False) -> float:
@@ -281,6 +281,7 @@ def popularity_score(lists, popularity, normalize: bool = False) -> float:
     ``lists`` is an int array ``(n_lists, K)`` of item ids; entries ``-1`` pad lists shorter than
     :math:`K` (empty lists are skipped). ``normalize=True`` divides by :math:`N`, so the score lies
     in :math:`(0, 1]` and is comparable across catalogues."""
+    normalize = check_bool(normalize, "normalize")
     L = np.asarray(lists)
     if L.ndim != 2 or L.dtype.kind not in "iu":
         raise ValueError("lists must be a 2-d integer array (n_lists, K) of item ids, -1 for padding")
@@ -449,6 +450,7 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
     held-out items (each user's test set as one list), the reference of :func:`popularity_prone`,
     and ``result.attrs["max_decoys"]`` the largest decoy size each strategy allows. ``rng`` (an int) seeds the split, the decoys, the models and the tie-breaks
     through separate streams (a model's streams are keyed by its name)."""
+    progress = check_bool(progress, "progress")
     seed = check_int(rng, "rng", low=0)
     ss = np.random.SeedSequence(seed)
     s_split, s_dec, s_mod, s_tie = ss.spawn(4)
@@ -509,6 +511,7 @@ def truth_experiment(config: SimulationConfig, models=("random", "popular", "ite
     candidates, metric, M_obs, M_truth, bias, gini``; ``gini`` is the Gini index of the observed
     item counts of the repeat's data.
     """
+    progress = check_bool(progress, "progress")
     from .data import gini, item_counts
 
     if not isinstance(config, SimulationConfig):
@@ -601,6 +604,7 @@ def gini_sweep(base: SimulationConfig, zipfs, models=("popular", "itemknn", "als
     more concentrated), simulate, record the Gini index of the observed item counts and run
     :func:`decoy_experiment` with ``n_decoys`` decoys. Returns columns ``zipf, gini, model,
     candidates, value`` (``metric`` at cut-off ``k``)."""
+    progress = check_bool(progress, "progress")
     if not isinstance(base, SimulationConfig):
         raise ValueError(f"base must be a SimulationConfig, got {type(base).__name__}")
     from .data import gini, item_counts

@@ -28,10 +28,13 @@ items). The runner below can simulate the exact per-user pools (``pool="user"``)
 approximation (``pool="catalog"``).
 
 Ties are broken at random (seeded), models are fit with seeds derived from ``rng`` and the model
-name, and results are cached in ``data/cache/ranks`` (atomic writes) keyed by the dataset, the
-model's class and parameters, the seed, ``exclude_train``, a cache version and a hash of the
-source of :mod:`itemsampling.models`, :mod:`itemsampling.ranking` and :mod:`itemsampling.data`;
-a second call is instant.
+name, and results are cached in ``data/cache/ranks`` (atomic writes) keyed by the dataset (a
+simulated dataset's configuration, or the content of the files a real-data folder is read from:
+:func:`dataset_fingerprint`), the model's class and parameters, the seed, ``exclude_train``, a
+cache version and the package's version and source; a second call is instant. Every cache file
+carries its key and a checksum, verified on read: a truncated, edited or inconsistent file (ranks
+outside their pools, another split) is recomputed with a
+:class:`~itemsampling.data.cache.CacheWarning`, never returned.
 """
 
 from __future__ import annotations
@@ -51,8 +54,9 @@ import pandas as pd
 from . import models as _models
 from ._validation import as_rng, check_bool, check_int, check_ranks
 from .data import (CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, leave_last_out, load_dataset,
-                   load_npz, load_truth, n_items_of, stable_hash)
+                   load_movielens, load_ncf, load_npz, load_truth, n_items_of, stable_hash)
 from .data.cache import CacheWarning, fingerprint, package_fingerprint, path_fingerprint
+from .data.loaders import _find_movielens_file
 from .metrics import canonical_metric, evaluate, metric_values
 from .ranking import global_ranks
 from .sampling import sample_ranks, sampled_metric_moments
@@ -63,6 +67,9 @@ __all__ = [
     "GlobalRanks",
     "make_model",
     "load_split",
+    "load_interactions",
+    "describe_dataset",
+    "dataset_files",
     "fit_models",
     "load_global_ranks",
     "sample_pool_ranks",
@@ -105,32 +112,132 @@ def _model_seed(rng: int, name: str) -> np.random.SeedSequence:
 
 def make_model(name: str, rng: int = 0, dataset: str | None = None):
     """A fresh, unfitted model by name (see :data:`MODEL_SPECS`); ``"oracle"`` needs a simulated
-    ``dataset``."""
+    ``dataset`` (real data has no true preferences)."""
     if name not in MODEL_SPECS:
         raise ValueError(f"model must be one of {sorted(MODEL_SPECS)}, got {name!r}")
     cls_name, params = MODEL_SPECS[name]
     cls = getattr(_models, cls_name)
     if cls_name == "Oracle":
-        if dataset not in DATASETS:
-            raise ValueError("the 'oracle' model needs a simulated dataset (its true preferences)")
+        if not isinstance(dataset, str) or dataset not in DATASETS:
+            raise ValueError(f"the 'oracle' model needs a simulated dataset {sorted(DATASETS)} (its true "
+                             f"preferences), got dataset={dataset!r}")
         return cls(load_truth(dataset))
     if cls_name in _SEEDED:
         return cls(**params, rng=np.random.default_rng(_model_seed(rng, name)))
     return cls(**params)
 
 
-def _check_dataset(dataset: str) -> str:
-    if not isinstance(dataset, str) or dataset not in DATASETS:
-        raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {dataset!r}")
-    return dataset
+def _ncf_prefix(folder: Path) -> str | None:
+    """The prefix ``NAME`` of an NCF-style split (``NAME.train.rating``, ``NAME.test.rating``,
+    ``NAME.test.negative``) in ``folder``, or ``None`` when the folder holds none."""
+    names = sorted(f.name[:-len(".train.rating")] for f in folder.glob("*.train.rating"))
+    if not names:
+        return None
+    if len(names) > 1:
+        raise ValueError(f"dataset folder {folder} holds several NCF splits {names}; pass the folder of one")
+    return names[0]
+
+
+def _check_dataset(dataset) -> str:
+    """A simulated dataset's name (see :data:`itemsampling.data.DATASETS`) or the path of a folder
+    holding MovieLens files (``u.data``, ``ratings.dat`` or ``ratings.csv``; searched recursively)
+    or an NCF-style split; returns the name, or the folder's absolute path as a string."""
+    if isinstance(dataset, Path):
+        dataset = str(dataset)
+    if not isinstance(dataset, str) or not dataset:
+        raise ValueError(f"dataset must be one of {sorted(DATASETS)} or the path of a folder holding MovieLens "
+                         f"files (u.data, ratings.dat, ratings.csv) or an NCF split, got {dataset!r}")
+    if dataset in DATASETS:
+        return dataset
+    folder = Path(dataset).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"dataset must be one of {sorted(DATASETS)} or the path of an existing folder holding "
+                         f"MovieLens files (u.data, ratings.dat, ratings.csv) or an NCF split, got {dataset!r}")
+    if _ncf_prefix(folder) is None:
+        _find_movielens_file(folder)  # a ValueError naming the folder when it holds no ratings file
+    return str(folder.resolve())
+
+
+def dataset_files(dataset) -> list[Path]:
+    """The files a dataset is read from: none for a simulated dataset, else the MovieLens ratings
+    file or the three NCF files."""
+    dataset = _check_dataset(dataset)
+    if dataset in DATASETS:
+        return []
+    folder = Path(dataset)
+    prefix = _ncf_prefix(folder)
+    if prefix is not None:
+        return [folder / f"{prefix}.{k}" for k in ("train.rating", "test.rating", "test.negative")]
+    return [_find_movielens_file(folder)]
+
+
+def describe_dataset(dataset) -> str:
+    """One Markdown phrase saying which data a chapter ran on, for glued prose: ``the simulated
+    dataset `sim-ml1m` ``, ``the MovieLens file `ratings.dat` in `/data/ml-1m` `` or ``the NCF split
+    `ml-1m` in `/data/ncf` ``."""
+    dataset = _check_dataset(dataset)
+    if dataset in DATASETS:
+        return f"the simulated dataset `{dataset}`"
+    files = dataset_files(dataset)
+    if len(files) == 3:
+        return f"the NCF split `{files[0].name[:-len('.train.rating')]}` in `{dataset}`"
+    return f"the MovieLens file `{files[0].name}` in `{files[0].parent}`"
+
+
+def load_interactions(dataset) -> pd.DataFrame:
+    """All interactions of a dataset (``user, item, rating, timestamp``, ids 0-based): a simulated
+    dataset's observed data, a MovieLens file re-indexed by :func:`itemsampling.data.load_movielens`,
+    or an NCF split's training and test rows together."""
+    dataset = _check_dataset(dataset)
+    if dataset in DATASETS:
+        return load_dataset(dataset)
+    files = dataset_files(dataset)
+    if len(files) == 1:
+        return load_movielens(files[0])
+    train, test, _ = load_ncf(Path(dataset), files[0].name[:-len(".train.rating")])
+    df = pd.concat([train, test], ignore_index=True).sort_values(["user", "timestamp"], kind="stable")
+    df = df.reset_index(drop=True)
+    df.attrs.update({"n_users": train.attrs["n_users"], "n_items": train.attrs["n_items"]})
+    return df
 
 
 def load_split(dataset: str = "sim-ml1m", rng: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``leave_last_out`` split of an embedded dataset, ties broken with a seed derived from
-    ``rng`` (the same split every helper here uses)."""
-    _check_dataset(dataset)
+    """``(train, test)`` with one held-out interaction per test user, the split every helper here uses.
+
+    * a simulated dataset (``"sim-ml1m"``, ``"sim-ml100k"``) or a folder of MovieLens files
+      (:func:`itemsampling.data.load_movielens`): :func:`itemsampling.data.leave_last_out`, ties
+      broken with a seed derived from ``rng``; users with a single interaction cannot be split and are
+      dropped (their number is in ``test.attrs["dropped_users"]``);
+    * a folder holding an NCF-style split (:func:`itemsampling.data.load_ncf`): its own train and test
+      files (leave-one-out by He et al. 2017); its 99 fixed decoys per user are not used, the book
+      draws its own. Test users without a training interaction are dropped.
+    """
+    dataset = _check_dataset(dataset)
     rng = check_int(rng, "rng", low=0)
-    return leave_last_out(load_dataset(dataset), rng=np.random.default_rng(_model_seed(rng, "split")))
+    if dataset in DATASETS:
+        return leave_last_out(load_dataset(dataset), rng=np.random.default_rng(_model_seed(rng, "split")))
+    files = dataset_files(dataset)
+    if len(files) == 3:
+        train, test, _ = load_ncf(Path(dataset), files[0].name[:-len(".train.rating")])
+        known = np.isin(test["user"].to_numpy(), train["user"].to_numpy())
+        dropped = int((~known).sum())
+        attrs = dict(test.attrs)
+        test = test[known].sort_values("user", kind="stable").reset_index(drop=True)
+        test.attrs.update(attrs)
+    else:
+        df = load_movielens(files[0])
+        counts = np.bincount(df["user"].to_numpy())
+        keep = counts[df["user"].to_numpy()] >= 2
+        dropped = int(np.sum((counts > 0) & (counts < 2)))
+        if dropped:
+            attrs = dict(df.attrs)
+            df = df[keep].reset_index(drop=True)
+            df.attrs.update(attrs)
+        if df.empty:
+            raise ValueError(f"dataset {dataset}: no user has two or more interactions to split")
+        train, test = leave_last_out(df, rng=np.random.default_rng(_model_seed(rng, "split")))
+    test.attrs["dropped_users"] = dropped
+    return train, test
 
 
 def fit_models(dataset: str = "sim-ml1m", models=None, rng: int = 0, progress: bool = False):
@@ -219,20 +326,22 @@ def _code_version() -> str:
     from . import ranking as _ranking
     from .data import cache as _cache
     from .data import frames as _frames
+    from .data import loaders as _loaders
     from .data import simulator as _simulator
 
-    return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _cache, _frames, _simulator)])
+    return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _cache, _frames, _loaders, _simulator)])
 
 
 def dataset_fingerprint(dataset) -> dict:
     """What a cache key records about a dataset: for an embedded dataset its name and simulator
-    configuration; for a folder or file of real data its resolved path and a hash of the content
-    of every file in it (:func:`itemsampling.data.cache.path_fingerprint`), so editing, adding or
-    removing a data file invalidates every result computed from it."""
-    if isinstance(dataset, str) and dataset in DATASETS:
+    configuration; for a folder of real data its resolved path and a hash of the content of every
+    file it is read from (:func:`dataset_files`; :func:`itemsampling.data.cache.path_fingerprint`),
+    so editing or replacing a data file invalidates every result computed from it."""
+    dataset = _check_dataset(dataset)
+    if dataset in DATASETS:
         return {"name": dataset, "config": dict(DATASETS[dataset].__dict__)}
-    path = Path(dataset)
-    return {"path": str(path.resolve()), "content": path_fingerprint(path)}
+    files = dataset_files(dataset)
+    return {"path": dataset, "files": [f.name for f in files], "content": [path_fingerprint(f) for f in files]}
 
 
 def _dataset_label(dataset) -> str:
@@ -279,7 +388,9 @@ def load_global_ranks(dataset: str = "sim-ml1m", models=None, exclude_train: boo
 
     Parameters
     ----------
-    dataset : ``"sim-ml1m"`` (default) or ``"sim-ml100k"``.
+    dataset : ``"sim-ml1m"`` (default) or ``"sim-ml100k"``, or the path of a folder holding MovieLens
+        files or an NCF-style split (see :func:`load_split`; the cache key then holds the files'
+        SHA-256 digests).
     models : ``None`` for :data:`DEFAULT_MODELS` (``itemknn, userknn, ease, als, popular, X, Y,
         Z``), or a name / list of names from :data:`MODEL_SPECS` (also ``random``, ``oracle``).
     exclude_train : rank among the items outside the user's training set (default), or among all.
@@ -291,7 +402,7 @@ def load_global_ranks(dataset: str = "sim-ml1m", models=None, exclude_train: boo
     sorted by user), with ``n_items`` (N), ``pool_sizes`` (N_u), ``users``, ``test_items``. See the
     module docstring for the conventions.
     """
-    _check_dataset(dataset)
+    dataset = _check_dataset(dataset)
     names = _model_names(models)
     rng = check_int(rng, "rng", low=0)
     exclude_train = check_bool(exclude_train, "exclude_train")
@@ -398,6 +509,7 @@ def exact_metric(global_ranks, metric: str, k: int | None, n_items: int, pool_si
     """The exact metric :math:`T` on global ranks; AUC uses each user's pool size when given
     (:math:`(N_u - R_u)/(N_u - 1)`), else ``n_items``."""
     name = canonical_metric(metric)
+    check_ranks(global_ranks, "global_ranks", high=check_int(n_items, "n_items", low=2))
     if name != "auc" or pool_sizes is None:
         return evaluate(global_ranks, name, k, n_items)
     R, P = _check_ranks_pools(global_ranks, pool_sizes)
@@ -532,8 +644,32 @@ def _parent_alive(parent_pid) -> bool:
     return parent_pid is None or os.getppid() == parent_pid
 
 
+_WATCHDOG: dict = {}
+
+
+def _start_parent_watchdog(parent_pid, interval: float = 0.1) -> None:
+    """In a worker process: a daemon thread that ends the process as soon as its parent (the
+    process that called :func:`run_experiment`) is gone, so an orphaned worker neither keeps
+    running nor writes cache files. Idempotent per worker and parent."""
+    import os
+    import threading
+
+    if parent_pid is None or _WATCHDOG.get("pid") == parent_pid:
+        return
+
+    def watch():
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(interval)
+
+    _WATCHDOG["pid"] = parent_pid
+    threading.Thread(target=watch, name="itemsampling-parent-watchdog", daemon=True).start()
+
+
 def _one_repeat(repeat, ranks, pools, n_items, models, sample_sizes, metrics, estimators, rng, replacement,
                 pool, sampler, path, cache_key="", parent_pid=None):
+    _start_parent_watchdog(parent_pid)
     out = np.empty((len(models), len(sample_sizes), len(metrics), len(estimators)))
     for a, mo in enumerate(models):
         for b, n in enumerate(sample_sizes):
@@ -664,6 +800,8 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
     """
     if not isinstance(ranks, GlobalRanks):
         raise ValueError("ranks must be a GlobalRanks (from load_global_ranks)")
+    if len(ranks) == 0 or np.size(ranks.pool_sizes) == 0:
+        raise ValueError("ranks must hold at least one model and one user")
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
     rng = check_int(rng, "rng", low=0)
     n_jobs = check_int(n_jobs, "n_jobs", low=-1)

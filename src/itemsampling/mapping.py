@@ -29,7 +29,7 @@ import numbers
 import numpy as np
 from scipy.special import betaln, gammaln
 
-from ._validation import as_rng, check_int, check_ranks, check_sizes
+from ._validation import as_float_array, as_rng, check_int, check_memory, check_ranks, check_sizes
 from .metrics import metric_curve
 from .sampling import sample_ranks, shr_moments
 from . import theory as _theory
@@ -269,6 +269,7 @@ def sample_beta_ranks(a: float, n_items: int, size: int, rng=None) -> np.ndarray
     a = _check_a(a)
     n_items = check_int(n_items, "n_items", low=2)
     size = check_int(size, "size", low=1)
+    check_memory(16.0 * n_items + 24.0 * size, f"{size} Beta ranks over {n_items} items", "size or n_items")
     return _theory.sample_global_ranks(_theory.beta_rank_distribution(n_items, a), size, rng)
 
 
@@ -321,9 +322,9 @@ def round_position(f) -> np.ndarray:
     r"""The book's rounding of a real position :math:`f(k)` to a global cut-off: nearest integer,
     halves up (:math:`\lfloor f + 1/2 \rfloor`). With it the linear and Beta maps reproduce
     TORS Table 3; the bound map is already an integer."""
-    f = np.asarray(f, dtype=np.float64)
+    f = as_float_array(f, "positions")
     if not np.all(np.isfinite(f)):
-        raise ValueError("f must be finite")
+        raise ValueError("positions must be finite")
     return np.floor(f + 0.5).astype(np.int64)
 
 
@@ -334,7 +335,10 @@ def hit_ratio_at(global_ranks, n_items: int, positions) -> np.ndarray:
     :func:`itemsampling.metrics.metric_curve`."""
     n_items = check_int(n_items, "n_items", low=2)
     R = check_ranks(global_ranks, "global_ranks", high=n_items)
-    K = np.clip(round_position(np.atleast_1d(positions)), 1, n_items)
+    pos = np.atleast_1d(as_float_array(positions, "positions"))
+    if pos.ndim != 1 or pos.size == 0:
+        raise ValueError(f"positions must be a non-empty 1-d array of positions, got shape {pos.shape}")
+    K = np.clip(round_position(pos), 1, n_items)
     return metric_curve(R, "recall", K, n_items)
 
 
@@ -352,6 +356,7 @@ def oracle_mapping(global_ranks, n_items: int, sample_size: int, ks=None,
     Returns an int64 array over ``ks`` (default :math:`k = 1..n`).
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
+    check_memory(24.0 * n_items, f"hit ratios over {n_items} items", "n_items")
     R = check_ranks(global_ranks, "global_ranks", high=n_items)
     ks = np.arange(1, sample_size + 1) if ks is None else _check_ks(ks, sample_size)
     target, _ = shr_moments(R, n_items, sample_size, ks, replacement)

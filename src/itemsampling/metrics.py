@@ -16,6 +16,10 @@ metric         :math:`F(R)`                                         notes
 A metric :math:`T` is the mean of :math:`F` over users (TORS Eq. 3). The same functions give the
 *sampled* metric :math:`T^S` when applied to sampled ranks :math:`r` with ``n_items`` set to the
 sampled-set size :math:`n` (sampled AUC is :math:`(n-r)/(n-1)`).
+
+With a *set* of relevant items per user (several held-out items, Ihemelandu & Ekstrand 2023) use
+the general forms of Krichene & Rendle 2020, Eq. 2-6: :func:`set_metric_values` (positions of the
+relevant items) and :func:`topk_metric_values` (boolean hits of top-K lists).
 """
 
 from __future__ import annotations
@@ -97,7 +101,7 @@ def metric_function(metric: str, k: int | None = None, n_items: int | None = Non
 def metric_values(ranks, metric: str, k: int | None = None, n_items: int | None = None) -> np.ndarray:
     r"""Per-user metric values :math:`F(R_u)` for 1-based ranks (checked)."""
     F = metric_function(metric, k, n_items)
-    R = check_ranks(ranks, "ranks", high=n_items)
+    R = check_ranks(ranks, "ranks", high=None if n_items is None else check_int(n_items, "n_items", low=1))
     return F(R)
 
 
@@ -124,8 +128,11 @@ def metric_curve(ranks, metric: str, ks: Iterable[int], n_items: int | None = No
     name = canonical_metric(metric)
     if name == "auc":
         raise ValueError("metric_curve needs a cut-off metric; 'auc' has no k")
+    n_items = None if n_items is None else check_int(n_items, "n_items", low=1)
     R = check_ranks(ranks, "ranks", high=n_items)
-    ks = np.atleast_1d(np.asarray(ks))
+    ks = np.atleast_1d(np.asarray(ks, dtype=object))
+    if ks.ndim != 1:
+        raise ValueError(f"ks must be a 1-d sequence of cut-offs, got shape {ks.shape}")
     if ks.size == 0:
         raise ValueError("ks must not be empty")
     ks = np.array([check_int(x, "k", low=1) for x in ks], dtype=np.int64)

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import as_rng, check_bool, check_int, check_memory
+from ._validation import as_rng, check_bool, check_int, check_memory, check_real
 from .data import n_items_of, n_users_of
 
 __all__ = ["Recommender", "Random", "Popular", "ItemKNN", "UserKNN", "EASE", "ALS", "BPR", "Oracle",
@@ -192,10 +192,7 @@ class ItemKNN(Recommender):
     name = "itemknn"
 
     def __init__(self, q: float = 1.0, k: int | None = None, k_prime: int | None = None):
-        q = float(q)
-        if not (np.isfinite(q) and q > 0):
-            raise ValueError(f"q must be a positive finite number, got {q}")
-        self.q = q
+        self.q = check_real(q, "q", low=0.0, low_open=True)
         self.k = None if k is None else check_int(k, "k", low=1)
         self.k_prime = None if k_prime is None else check_int(k_prime, "k_prime", low=1)
 
@@ -274,10 +271,7 @@ class UserKNN(Recommender):
 
     def __init__(self, k: int = 50, q: float = 1.0, batch_size: int = 512):
         self.k = check_int(k, "k", low=1)
-        q = float(q)
-        if not (np.isfinite(q) and q > 0):
-            raise ValueError(f"q must be a positive finite number, got {q}")
-        self.q = q
+        self.q = check_real(q, "q", low=0.0, low_open=True)
         self.batch_size = check_int(batch_size, "batch_size", low=1)
 
     def _params(self):
@@ -318,10 +312,7 @@ class EASE(Recommender):
     name = "ease"
 
     def __init__(self, lam: float = 500.0):
-        lam = float(lam)
-        if not (np.isfinite(lam) and lam > 0):
-            raise ValueError(f"lam must be a positive finite number, got {lam}")
-        self.lam = lam
+        self.lam = check_real(lam, "lam", low=0.0, low_open=True)
 
     def _params(self):
         return {"lam": self.lam}
@@ -378,10 +369,8 @@ class ALS(Recommender):
     def __init__(self, factors: int = 16, lam: float = 10.0, alpha: float = 0.2, iterations: int = 15,
                  rng=None, num_threads: int = 2, use_cg: bool = True):
         self.factors = check_int(factors, "factors", low=1)
-        for nm, v in (("lam", lam), ("alpha", alpha)):
-            if not (np.isfinite(float(v)) and float(v) > 0):
-                raise ValueError(f"{nm} must be a positive finite number, got {v}")
-        self.lam, self.alpha = float(lam), float(alpha)
+        self.lam = check_real(lam, "lam", low=0.0, low_open=True)
+        self.alpha = check_real(alpha, "alpha", low=0.0, low_open=True)
         self.iterations = check_int(iterations, "iterations", low=1)
         self.rng = rng
         self.num_threads = check_int(num_threads, "num_threads", low=0)

@@ -60,8 +60,15 @@ def pool_sizes(train: pd.DataFrame, test: pd.DataFrame, n_items: int, exclude_tr
             raise ValueError(f"{nm} must be a DataFrame with columns user, item")
     if len(test) == 0:
         raise ValueError("test must not be empty")
+    for nm, df in (("train", train), ("test", test)):
+        for c in ("user", "item"):
+            if len(df) and (df[c].dtype.kind not in "iu" or df[c].min() < 0):
+                raise ValueError(f"{nm}[{c!r}] must hold integer ids >= 0")
     tu = test["user"].to_numpy(np.int64)
     ti = test["item"].to_numpy(np.int64)
+    for nm, df in (("train", train), ("test", test)):
+        if len(df) and int(df["item"].max()) >= n_items:
+            raise ValueError(f"{nm} items must lie in 0..n_items - 1 = {n_items - 1}, got {int(df['item'].max())}")
     if not exclude_train:
         return np.full(tu.size, n_items, dtype=np.int64)
     n_users = int(max(tu.max(), train["user"].max() if len(train) else 0)) + 1

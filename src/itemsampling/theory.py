@@ -30,7 +30,8 @@ import numpy as np
 from scipy import stats
 from scipy.special import betainc
 
-from ._validation import as_rng, check_bool, check_int, check_probability_vector, check_ranks, check_sizes
+from ._validation import (as_float_array, as_rng, check_bool, check_int, check_probability_vector, check_ranks,
+                          check_memory, check_real, check_sizes)
 from .kernel import kernel, kernel_cdf
 from .metrics import metric_curve
 from .sampling import sample_ranks
@@ -140,6 +141,7 @@ def beta_rank_distribution(n_items: int, a: float, b: float = 1.0) -> np.ndarray
     ndarray of shape ``(N,)``: entry ``R - 1`` is :math:`\tilde P(R)`.
     """
     n_items = check_int(n_items, "n_items", low=2)
+    check_memory(32.0 * n_items, f"a rank distribution over {n_items} items", "n_items")
     cdf = np.concatenate([[0.0], beta_rank_cdf(np.arange(1, n_items + 1), n_items, a, b)])
     cdf[-1] = 1.0
     return np.maximum(np.diff(cdf), 0.0)
@@ -156,6 +158,7 @@ def geometric_rank_distribution(n_items: int, q: float) -> np.ndarray:
     space (``log1p``/``expm1``), so large :math:`N` and small :math:`q` are exact.
     """
     n_items = check_int(n_items, "n_items", low=2)
+    check_memory(32.0 * n_items, f"a rank distribution over {n_items} items", "n_items")
     q = _check_positive(q, "q")
     if q >= 1:
         raise ValueError(f"q must lie in (0, 1), got {q}")
@@ -194,6 +197,7 @@ def sample_global_ranks(rank_pmf, n_users: int, rng=None) -> np.ndarray:
     """
     p = _check_pmf(rank_pmf)
     n_users = check_int(n_users, "n_users", low=1)
+    check_memory(24.0 * n_users, f"{n_users} global ranks", "n_users")
     gen = as_rng(rng)
     cdf = np.cumsum(p)
     cdf /= cdf[-1]
@@ -242,7 +246,7 @@ def expected_sampled_recall_curve(rank_pmf, n_items: int, sample_size: int, ks=N
     ndarray of shape ``(len(ks),)``, or ``(n_models, len(ks))`` for a 2-d ``rank_pmf``.
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
-    arr = np.asarray(rank_pmf, dtype=np.float64)
+    arr = as_float_array(rank_pmf, "rank_pmf")
     single = arr.ndim == 1
     if arr.ndim not in (1, 2):
         raise ValueError(f"rank_pmf must be 1-d or 2-d, got shape {arr.shape}")
@@ -372,7 +376,7 @@ def repeat_probability(n_items: int, sample_size: int) -> float:
 # --------------------------------------------------------------------------------------------
 
 def _check_probs(probs) -> np.ndarray:
-    p = np.asarray(probs, dtype=np.float64)
+    p = as_float_array(probs, "probs")
     if p.ndim == 0:
         p = p.reshape(1)
     if p.ndim != 1 or p.size == 0:
@@ -441,9 +445,7 @@ def deviation_probability(probs, t: float, method: str = "exact", pmf=None) -> f
         between several calls.
     """
     p = _check_probs(probs)
-    t = float(t)
-    if not np.isfinite(t) or t <= 0:
-        raise ValueError(f"t must be a positive finite number, got {t}")
+    t = check_real(t, "t", low=0.0, low_open=True)
     if method not in ("exact", "normal"):
         raise ValueError(f"method must be 'exact' or 'normal', got {method!r}")
     M = p.size
@@ -476,9 +478,7 @@ def deviation_radius(probs, delta: float, pmf=None) -> float:
     distribution (:func:`poisson_binomial_pmf`; pass it as ``pmf`` to reuse it). Compare with
     :func:`hoeffding_radius`, the :math:`t` at which Hoeffding's bound equals :math:`\delta`."""
     p = _check_probs(probs)
-    delta = float(delta)
-    if not np.isfinite(delta) or not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+    delta = check_real(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True)
     M = p.size
     pmf = _pmf_for(p, pmf)
     dev = np.abs(np.arange(M + 1) - p.sum()) / M
@@ -499,9 +499,7 @@ def hoeffding_radius(n_users: int, delta: float) -> float:
     equals :math:`\delta`: with probability at least :math:`1-\delta` the sampled hit ratio of
     :math:`M` users lies within :math:`t` of its expectation, whatever the users' ranks."""
     n_users = check_int(n_users, "n_users", low=1)
-    delta = float(delta)
-    if not np.isfinite(delta) or not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+    delta = check_real(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True)
     return float(np.sqrt(np.log(2.0 / delta) / (2.0 * n_users)))
 
 
@@ -525,6 +523,8 @@ def simulate_sampled_recall_curves(global_ranks, n_items: int, sample_size: int,
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
     ks = _check_ks(ks, sample_size)
     progress = check_bool(progress, "progress")
+    check_memory(8.0 * n_repeats * (len(ks) + 2 * R.size), f"{n_repeats} repeats of sampled Recall curves",
+                 "n_repeats")
     gen = as_rng(rng)
     out = np.empty((n_repeats, ks.size))
     it = range(n_repeats)

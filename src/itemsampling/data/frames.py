@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validation import as_rng, check_int
+from .._validation import as_float_array, as_rng, check_int, check_memory, check_real
 
 COLUMNS = ["user", "item", "rating", "timestamp"]
 
@@ -18,7 +18,7 @@ def gini(values) -> float:
 
     with :math:`x_{(1)} \le \dots \le x_{(n)}`: 0 when all values are equal, :math:`1 - 1/n` when one
     item has every interaction (Ihemelandu & Ekstrand 2023, Sec. III-A and Table I)."""
-    x = np.asarray(values, dtype=np.float64).ravel()
+    x = as_float_array(values, "values").ravel()
     if x.size == 0:
         raise ValueError("values must not be empty")
     if not np.all(np.isfinite(x)):
@@ -36,7 +36,7 @@ def gini(values) -> float:
 
 def n_items_of(df: pd.DataFrame) -> int:
     """Catalog size of an interaction frame: ``attrs["n_items"]`` if set, else ``max(item) + 1``."""
-    _check_frame(df, "interactions", columns=("user", "item"))
+    _check_frame(df, "df", columns=("user", "item"))
     n = df.attrs.get("n_items")
     m = int(df["item"].max()) + 1 if len(df) else 0
     return max(int(n), m) if n is not None else m
@@ -44,7 +44,7 @@ def n_items_of(df: pd.DataFrame) -> int:
 
 def n_users_of(df: pd.DataFrame) -> int:
     """Number of users: ``attrs["n_users"]`` if set, else ``max(user) + 1``."""
-    _check_frame(df, "interactions", columns=("user", "item"))
+    _check_frame(df, "df", columns=("user", "item"))
     n = df.attrs.get("n_users")
     m = int(df["user"].max()) + 1 if len(df) else 0
     return max(int(n), m) if n is not None else m
@@ -52,12 +52,19 @@ def n_users_of(df: pd.DataFrame) -> int:
 
 def item_counts(df: pd.DataFrame, n_items: int | None = None) -> np.ndarray:
     """Number of interactions per item ``0..n_items-1`` (zeros included)."""
+    _check_frame(df, "df", columns=("user", "item"))
     n = n_items_of(df) if n_items is None else check_int(n_items, "n_items", low=1)
+    if len(df) and int(df["item"].max()) >= n:
+        raise ValueError(f"n_items must exceed the largest item id {int(df['item'].max())}, got {n}")
+    check_memory(8.0 * n, f"item counts for {n} items", "n_items")
     return np.bincount(df["item"].to_numpy(), minlength=n)
 
 
 def dataset_summary(df: pd.DataFrame) -> dict:
     """Users, items, interactions, density, profile-size statistics and the item Gini index."""
+    _check_frame(df, "df", columns=("user", "item"))
+    if len(df) == 0:
+        raise ValueError("df must not be empty")
     U, N = n_users_of(df), n_items_of(df)
     prof = np.bincount(df["user"].to_numpy(), minlength=U)
     return {"users": U, "items": N, "interactions": int(len(df)),
@@ -132,9 +139,7 @@ def holdout_fraction(interactions: pd.DataFrame, fraction: float = 0.2, rng=None
     ``size - 1``); other users' interactions all go to train. ``test_users`` defaults to every
     user. Returns ``(train, test)``."""
     _check_frame(interactions, "interactions", columns=("user", "item"))
-    fraction = float(fraction)
-    if not (0 < fraction < 1):
-        raise ValueError(f"fraction must lie in (0, 1), got {fraction}")
+    fraction = check_real(fraction, "fraction", low=0.0, high=1.0, low_open=True, high_open=True)
     gen = as_rng(rng)
     df = interactions
     users = df["user"].to_numpy()

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_bool, check_int, check_ranks, check_sample_sizes
+from .._validation import as_float_array, check_bool, check_int, check_ranks, check_sample_sizes
+from .bootstrap import MetricEstimate, ModelComparison, bootstrap_metric, bootstrap_metrics, compare_estimates
 from ..metrics import canonical_metric, metric_function
 from .corrected import (
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
@@ -41,6 +42,11 @@ __all__ = [
     "estimate_metrics",
     "estimate_rank_distribution",
     "metric_from_distribution",
+    "MetricEstimate",
+    "ModelComparison",
+    "bootstrap_metric",
+    "bootstrap_metrics",
+    "compare_estimates",
 ]
 
 #: Methods accepted by :func:`estimate_metric`.
@@ -65,7 +71,7 @@ def estimate_rank_distribution(sampled_ranks, n_items, sample_size, method, **pa
 def metric_from_distribution(rank_distribution, metric: str, k, n_items: int | None = None):
     r""":math:`\widehat T = \sum_{R=1}^N \widehat P(R)\,F(R)` (TORS Eq. 26-27; Jin et al. 2021 Eq. 13-14),
     for one cut-off ``k`` (returns a float) or a sequence of cut-offs (returns an array)."""
-    P = np.asarray(rank_distribution, dtype=np.float64)
+    P = as_float_array(rank_distribution, "rank_distribution")
     if P.ndim != 1 or P.size < 2 or not np.all(np.isfinite(P)) or np.any(P < 0):
         raise ValueError("rank_distribution must be a finite, non-negative 1-d array of length N >= 2")
     if n_items is not None and check_int(n_items, "n_items", low=2) != P.size:
@@ -206,7 +212,33 @@ def _ks(k):
     return seq, ks
 
 
-def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **params):
+def _route(meth: str, params: dict) -> dict:
+    """The parameters of :func:`estimate_metrics` that method ``meth`` uses."""
+    p = {k2: v for k2, v in params.items() if k2 in _options_of(meth) or k2 == "grid"}  # each method its own
+    if meth not in ("bv", "bv_mle", "bv_mes"):
+        p.pop("gamma", None)
+    if meth == "sampled":
+        p = {}
+    elif meth in ("rank_estimate",):
+        p = {k2: v for k2, v in p.items() if k2 == "replacement"}
+    elif meth in CORRECTION_METHODS:
+        p = {k2: v for k2, v in p.items() if k2 in _CORRECTION_PARAMS}
+    else:  # mle / wmle / mes and the combinations: route the rank-distribution options
+        base = meth.split("_")[-1]
+        p.pop("prior", None)
+        for key in _DIST_ONLY:
+            if key != base:
+                for opt in _DIST_ONLY[key]:
+                    p.pop(opt, None)
+        for key in _DISTRIBUTION_METHODS:
+            own = p.pop(key, None)
+            if key == base and own:
+                p.update(own)
+    return p
+
+
+def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=None, n_boot=200, rng=None,
+                    **params):
     r"""Estimate the global metric :math:`T = \frac1M\sum_u F(R_u)` from sampled ranks.
 
     Parameters
@@ -245,10 +277,27 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, **pa
         parameter (e.g. ``eta`` for MES, ``C`` / weighting for WMLE, solver tolerances) goes to
         :func:`estimate_rank_distribution`.
 
+    ci : float in (0, 1), optional
+        With a confidence level (e.g. 0.95) the result is a
+        :class:`~itemsampling.estimators.bootstrap.MetricEstimate` ``(estimate, low, high,
+        confidence, n_boot, method)`` whose interval is the percentile interval of a user
+        bootstrap: ``n_boot`` replicates of the users drawn with replacement, every prior
+        (``*_mle`` / ``*_mes``) re-estimated in each replicate
+        (:func:`~itemsampling.estimators.bootstrap.bootstrap_metric`).
+    n_boot : int
+        Number of bootstrap replicates (>= 10; used only with ``ci``).
+    rng : seed or numpy Generator
+        Randomness of the bootstrap (used only with ``ci``).
+
     Returns
     -------
-    float, or ndarray over the cut-offs when ``k`` is a sequence.
+    float, or ndarray over the cut-offs when ``k`` is a sequence; a ``MetricEstimate`` with ``ci``.
     """
+    if ci is not None:
+        from .bootstrap import bootstrap_metric
+
+        return bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=ci, n_boot=n_boot,
+                                rng=rng, **params)
     r, N, n = _prepare(sampled_ranks, n_items, sample_size, params)
     canonical_metric(metric)
     if method not in METHODS:
@@ -283,7 +332,7 @@ def _options_of(method: str) -> set:
 def _check_options(params: dict, methods) -> None:
     """Refuse, naming them, options that no requested method uses (misspelt ones included), and
     per-method option dicts (``mle={...}``) that are not dicts or hold unknown keys."""
-    used = set().union(*(_options_of(m) for m in methods))
+    used = set().union(*(_options_of(m) for m in methods)) | {"grid"}  # every method takes grid (some ignore it)
     known = set(_CORRECTION_PARAMS) | set(_DISTRIBUTION_METHODS) | set().union(*map(set, _DIST_OPTIONS.values()))
     unknown = sorted(set(params) - known)
     if unknown:
@@ -304,7 +353,8 @@ def _check_options(params: dict, methods) -> None:
         check_bool(params["replacement"], "replacement")
 
 
-def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, **params):
+def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=None, n_boot=200, rng=None,
+                     **params):
     r"""Several metrics and methods on one set of sampled ranks.
 
     Returns ``{method: {metric: estimate}}`` where each estimate is as :func:`estimate_metric`
@@ -314,7 +364,17 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, *
     ``eta`` / ``eta_scaling`` to the MES-based ones, ``C`` / ``weight`` to the WMLE-based ones;
     options for one rank-distribution method only can be given as a dict, e.g.
     ``mle={"solver": "em"}``, ``mes={"solver": "cvxpy"}``.
+
+    With ``ci`` (a confidence level in (0, 1)) every estimate is a
+    :class:`~itemsampling.estimators.bootstrap.MetricEstimate` with a user-bootstrap percentile
+    interval; all methods share the same ``n_boot`` replicates drawn with ``rng``
+    (:func:`~itemsampling.estimators.bootstrap.bootstrap_metrics`).
     """
+    if ci is not None:
+        from .bootstrap import bootstrap_metrics
+
+        return bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci, n_boot=n_boot,
+                                 rng=rng, **params)
     r, N, n = _prepare(sampled_ranks, n_items, sample_size, params)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     methods = [methods] if isinstance(methods, str) else list(methods)
@@ -328,26 +388,6 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, *
     cache: dict = {}
     out: dict = {}
     for meth in methods:
-        p = dict(params)
-        if meth not in ("bv", "bv_mle", "bv_mes"):
-            p.pop("gamma", None)
-        if meth == "sampled":
-            p = {}
-        elif meth in ("rank_estimate",):
-            p = {k2: v for k2, v in p.items() if k2 == "replacement"}
-        elif meth in CORRECTION_METHODS:
-            p = {k2: v for k2, v in p.items() if k2 in _CORRECTION_PARAMS}
-        else:  # mle / wmle / mes and the combinations: route the rank-distribution options
-            base = meth.split("_")[-1]
-            p.pop("prior", None)
-            for key in _DIST_ONLY:
-                if key != base:
-                    for opt in _DIST_ONLY[key]:
-                        p.pop(opt, None)
-            for key in _DISTRIBUTION_METHODS:
-                own = p.pop(key, None)
-                if key == base and own:
-                    p.update(own)
-        est = _estimate(r, N, n, metrics, ks, meth, p, cache)
+        est = _estimate(r, N, n, metrics, ks, meth, _route(meth, params), cache)
         out[meth] = {m: (est[i] if seq else float(est[i, 0])) for i, m in enumerate(metrics)}
     return out

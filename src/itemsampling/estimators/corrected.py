@@ -84,7 +84,7 @@ from scipy import linalg
 from scipy.linalg import lapack
 from scipy.optimize import lsq_linear
 
-from .._validation import check_bool, check_int, check_probability_vector, check_ranks, check_sizes
+from .._validation import as_float_array, check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel, kernel_cdf
 from ..metrics import canonical_metric, metric_function
 
@@ -403,15 +403,23 @@ def corrected_metrics(metric, ks, n_items: int, sample_size: int, method: str, p
     metric), so asking for K = 1..50 of three metrics costs about as much as one.
     """
     several = not isinstance(metric, str)
+    if several and not isinstance(metric, (list, tuple, np.ndarray)):
+        raise ValueError(f"metric must be a metric name or a list of names, got {metric!r}")
     names = [canonical_metric(m) for m in (metric if several else [metric])]
     if several and len(names) == 0:
         raise ValueError("metric must not be an empty sequence")
     n_items, sample_size = check_sizes(n_items, sample_size)
     if method not in CORRECTION_METHODS:
         raise ValueError(f"method must be one of {CORRECTION_METHODS}, got {method!r}")
-    ks = list(np.atleast_1d(np.asarray(ks, dtype=object))) if ks is not None else [None]
+    ks_arr = np.atleast_1d(np.asarray(ks, dtype=object)) if ks is not None else np.array([None], dtype=object)
+    if ks_arr.ndim != 1:
+        raise ValueError(f"ks must be a 1-d sequence of cut-offs, got shape {ks_arr.shape}")
+    ks = [None if kk is None else check_int(kk, "k", low=1) for kk in ks_arr]
     if len(ks) == 0:
         raise ValueError("ks must not be empty")
+    # the targets F(R) for every (metric, cut-off) over R = 1..N and a few work vectors of length N
+    check_memory(8.0 * n_items * (len(names) * len(ks) + 4), f"corrected metrics over a catalog of {n_items} items",
+                 "n_items (or the number of metrics and cut-offs)")
     targets = _Targets(names, ks, n_items)
     replacement = check_bool(replacement, "replacement")
     out = _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, replacement, _unidentified)
@@ -557,7 +565,7 @@ def corrected_estimate(sampled_ranks, corrected) -> np.ndarray | float:
 
 
 def _check_corrected(corrected) -> np.ndarray:
-    Fh = np.asarray(corrected, dtype=np.float64)
+    Fh = as_float_array(corrected, "corrected")
     if Fh.ndim not in (1, 2) or Fh.shape[0] < 2 or not np.all(np.isfinite(Fh)):
         raise ValueError("corrected must be a finite array of shape (n,) or (n, n_cutoffs) with n >= 2")
     return Fh

@@ -61,8 +61,9 @@ Estimators
 
     .. math:: \max_{\pi\in\Delta}\ a\,H(\pi) - \sum_r \tilde P(r)\bigl(q_r(\pi) - \tilde P(r)\bigr)^2,
 
-    with :math:`a = \eta/n` (TORS Eq. 36, the book's default, ``eta_scaling="tors"``) or
-    :math:`a = \eta` (Jin et al. Eq. 26, ``eta_scaling="aaai"``); see SEED-NOTES item 6. Ranks
+    with :math:`a = \eta/n` (TORS Eq. 36, the book's default, ``eta_scaling="tors"``),
+    :math:`a = \eta` (Jin et al. Eq. 26, ``eta_scaling="aaai"``) or :math:`a = \eta\,(100/n)^2`
+    (``"quadratic"``, see :func:`mes_scale`); see SEED-NOTES item 6. Ranks
     never observed carry no weight. The problem is strictly concave; the default solver is its
     Lagrange dual (derived in :func:`mes_dual`), an unconstrained smooth problem in one variable
     per *observed* sampled rank, solved by Newton's method; ``solver="cvxpy"`` solves the primal
@@ -89,7 +90,8 @@ from scipy.optimize import nnls
 from scipy.special import gammaln, logsumexp
 
 from .._validation import (
-    check_bool, check_int, check_probability_vector, check_ranks, check_sample_sizes, check_sizes,
+    as_float_array, check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sample_sizes,
+    check_sizes,
 )
 from ..kernel import kernel
 from ..metrics import metric_function
@@ -211,15 +213,25 @@ def wmle_weights(sample_size: int, weight: str = "ndcg", C: float = 10.0) -> np.
 
 
 def mes_scale(eta: float, sample_size: int, eta_scaling: str = "tors") -> float:
-    r"""The entropy weight :math:`a` of MES: :math:`\eta/n` (TORS Eq. 36, ``"tors"``) or
-    :math:`\eta` (Jin et al. Eq. 26, ``"aaai"``). ``eta`` must be positive and finite."""
+    r"""The entropy weight :math:`a` of MES: :math:`\eta/n` (TORS Eq. 36, ``"tors"``),
+    :math:`\eta` (Jin et al. Eq. 26, ``"aaai"``) or :math:`\eta\,(100/n)^2` (``"quadratic"``).
+    ``eta`` must be positive and finite.
+
+    ``"quadratic"`` is Jin et al.'s weight at their :math:`n = 100`, kept consistent across sample
+    sizes: the fit term :math:`\sum_r \tilde P(r)(q_r - \tilde P(r))^2` has :math:`n` terms whose
+    :math:`\tilde P(r)` and :math:`q_r` are of order :math:`1/n`, so for a fixed *relative* misfit
+    it falls like :math:`1/n^2` while the entropy does not change; with :math:`a = \eta` fixed the
+    entropy wins more and more as :math:`n` grows (the book's chapter 6 measures MES's error
+    growing by more than an order of magnitude from :math:`n = 100` to :math:`500`)."""
     eta = _check_positive(eta, "eta")
     sample_size = check_int(sample_size, "sample_size", low=2)
     if eta_scaling == "tors":
         return eta / sample_size
     if eta_scaling == "aaai":
         return eta
-    raise ValueError(f"eta_scaling must be 'tors' or 'aaai', got {eta_scaling!r}")
+    if eta_scaling == "quadratic":
+        return eta * (100.0 / sample_size) ** 2
+    raise ValueError(f"eta_scaling must be 'tors', 'aaai' or 'quadratic', got {eta_scaling!r}")
 
 
 @functools.lru_cache(maxsize=4)
@@ -633,7 +645,7 @@ def _weighted_gram(K, w, bands):
 def _check_mes_inputs(p_tilde, K) -> tuple[np.ndarray, np.ndarray]:
     """The sampled-rank distribution (length n, a probability vector) and a kernel of shape (N, n)
     with finite, non-negative entries."""
-    Km = np.asarray(K, dtype=np.float64)
+    Km = as_float_array(K, "K")
     if Km.ndim != 2 or Km.shape[0] < 2 or Km.shape[1] < 2:
         raise ValueError(f"K must be a kernel matrix of shape (N, n) with N, n >= 2, got shape {Km.shape}")
     if not np.all(np.isfinite(Km)) or np.any(Km < 0):
@@ -794,7 +806,9 @@ def mes_cvxpy(p_tilde, K, a: float, solver: str = "CLARABEL", **solver_options) 
 # ---------------------------------------------------------------------------------------------
 def project_to_simplex(v) -> np.ndarray:
     r"""Euclidean projection of ``v`` onto the probability simplex (sort-based; Duchi et al. 2008)."""
-    v = np.asarray(v, dtype=np.float64)
+    v = as_float_array(v, "v")
+    if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v)):
+        raise ValueError(f"v must be a non-empty, finite 1-d array, got shape {v.shape}")
     u = np.sort(v)[::-1]
     css = np.cumsum(u) - 1.0
     idx = np.arange(1, v.size + 1)
@@ -822,6 +836,7 @@ def bv_rank_distribution(p_tilde, n_items: int, sample_size: int, gamma: float =
     pt = check_probability_vector(p_tilde, "p_tilde", length=n)
     chunk = check_int(chunk, "chunk", low=1)
     replacement = check_bool(replacement, "replacement")
+    check_memory(8.0 * N * (min(chunk, N) * 2 + 4), f"the BV rank distribution over {N} items", "n_items or chunk")
     project = check_bool(project, "project")
     recall = np.empty(N)
     for lo in range(0, N, chunk):
@@ -950,7 +965,7 @@ def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size, method:
         ``"wmle"``: as MLE plus ``weight`` (``"ndcg"`` default or ``"ap"``) and ``C`` (>= 1,
         default 10; Jin et al. Table 2 use NDCG with C = 10).
         ``"mes"``: ``eta`` (> 0, default 0.001), ``eta_scaling`` (``"tors"``: entropy weight
-        :math:`\eta/n`, default; ``"aaai"``: :math:`\eta`), ``solver`` (``"dual"`` Newton, default,
+        :math:`\eta/n`, default; ``"aaai"``: :math:`\eta`; ``"quadratic"``: :math:`\eta(100/n)^2`), ``solver`` (``"dual"`` Newton, default,
         or ``"cvxpy"`` with Clarabel), ``tol`` (dual gradient, 1e-10; the solver also stops, as converged, when the Newton
         decrement reaches rounding level), ``max_iter`` (200).
         ``"bv"``: ``gamma`` in [0, 1] (default 0.1), ``prior`` (length N, uniform by default),

@@ -87,7 +87,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import expi, gammaln, logsumexp, psi
 
-from .._validation import check_int, check_probability_vector, check_ranks, check_sizes
+from .._validation import check_bool, check_int, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
 from .corrected import _solve_spd, check_gamma
@@ -356,6 +356,7 @@ def grid_kernel(grid: RankGrid, sample_size: int, replacement: bool = True) -> n
     :func:`itemsampling.kernel.kernel`; wider cells are computed as in the module docstring
     (exact without replacement; with replacement within the stated Euler-Maclaurin bound).
     Time and memory :math:`O(Cn)`."""
+    replacement = check_bool(replacement, "replacement")
     if not isinstance(grid, RankGrid):
         raise ValueError(f"grid must be a RankGrid (from rank_grid), got {type(grid).__name__}")
     N, n = check_sizes(grid.n_items, sample_size)
@@ -367,6 +368,29 @@ def grid_kernel(grid: RankGrid, sample_size: int, replacement: bool = True) -> n
 # ---------------------------------------------------------------------------------------------
 # MES on the grid
 # ---------------------------------------------------------------------------------------------
+_MES_DIRECT = 2000  # observed ranks up to which the MES Newton system is factorised directly
+
+
+def _newton_cg_step(Ko, pi, q, reg, grad, gmax):
+    r"""Inexact Newton step of the MES dual for many observed ranks: conjugate gradients on
+    :math:`H = \bar K_O^\top(\mathrm{diag}\,\pi - \pi\pi^\top)\bar K_O + \mathrm{diag}(reg)` through
+    Hessian-vector products (:math:`O(Cn)` each, never the :math:`n\times n` matrix or its
+    :math:`O(n^3)` factorisation), Jacobi-preconditioned, to the relative residual
+    :math:`\min(0.1, \sqrt{\|\nabla f\|_\infty})` (superlinear convergence; Nocedal & Wright, Thm. 7.2)."""
+    from scipy.sparse.linalg import LinearOperator, cg
+
+    k = grad.size
+    diag = np.asarray(Ko.multiply(Ko).T @ pi).ravel() - q * q + reg
+
+    def hv(v):
+        return Ko.T @ (pi * (Ko @ v)) - q * (q @ v) + reg * v
+
+    H = LinearOperator((k, k), matvec=hv, dtype=np.float64)
+    P = LinearOperator((k, k), matvec=lambda v: v / diag, dtype=np.float64)
+    step, _ = cg(H, -grad, rtol=min(0.1, np.sqrt(gmax)), maxiter=10 * k, M=P)
+    return step
+
+
 def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: int = 200) -> FitResult:
     r"""MES (TORS Eq. 35-36) over global ranks with :math:`P` uniform within cells, solved through
     its Lagrange dual by Newton's method.
@@ -378,7 +402,10 @@ def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: in
               + \frac a4\sum_{r\in O}\frac{\mu_r^2}{\tilde P(r)},
 
     with :math:`w(\mu) = \mathrm{softmax}(\bar K_O\mu + \log|c|)`; gradient, Hessian and stopping
-    rules are those of ``mes_dual`` (which this equals when every width is 1). Returns the cell
+    rules are those of ``mes_dual`` (which this equals when every width is 1); beyond 2,000 observed
+    sampled ranks the Newton system is solved inexactly by preconditioned conjugate gradients
+    (:func:`_newton_cg_step`), which keeps each step at :math:`O(Cn)` per product instead of
+    :math:`O(n^3)`. Returns the cell
     masses as ``distribution``; ``objective`` is :math:`aH - E` with :math:`H` over ranks.
     """
     pt = np.asarray(p_tilde, dtype=np.float64)
@@ -395,10 +422,16 @@ def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: in
     reg = a / (2.0 * po)
     logw = np.log(widths)
     with _single_blas_thread():
-        bands = _row_bands(Ko)
+        if obs.size <= _MES_DIRECT:
+            bands = _row_bands(Ko)
+            Kp = Ko
+        else:  # products with the kernel's non-negligible entries only (>= 1e-30 of the row maximum)
+            from scipy import sparse
+
+            Kp = sparse.csr_matrix(np.where(Ko >= 1e-30 * Ko.max(axis=1, keepdims=True), Ko, 0.0))
 
         def f_val(mu):
-            z = Ko @ mu + logw
+            z = Kp @ mu + logw
             lse = logsumexp(z)
             return lse - mu @ po + 0.5 * float(mu @ (reg * mu)), np.exp(z - lse)
 
@@ -408,17 +441,20 @@ def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: in
         gmax = np.inf
         it = 0
         for it in range(1, max_iter + 1):
-            q = Ko.T @ pi
+            q = Kp.T @ pi
             grad = q - po + reg * mu
             gmax = float(np.max(np.abs(grad)))
             if gmax <= tol:
                 converged = True
                 break
-            H = _weighted_gram(Ko, pi, bands) - np.outer(q, q) + np.diag(reg)
-            try:
-                step = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), grad, check_finite=False)
-            except (linalg.LinAlgError, ValueError):
-                step = -linalg.lstsq(H, grad, check_finite=False)[0]
+            if obs.size <= _MES_DIRECT:
+                H = _weighted_gram(Ko, pi, bands) - np.outer(q, q) + np.diag(reg)
+                try:
+                    step = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), grad, check_finite=False)
+                except (linalg.LinAlgError, ValueError):
+                    step = -linalg.lstsq(H, grad, check_finite=False)[0]
+            else:
+                step = _newton_cg_step(Kp, pi, q, reg, grad, gmax)
             dec = float(grad @ step)
             if -dec <= 1e-13 * max(1.0, abs(f)):
                 converged = True
@@ -478,6 +514,7 @@ def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
     pass are :math:`O(Cn)`, independent of :math:`N`; with an exact grid the result equals the
     dense estimator's.
     """
+    replacement = check_bool(replacement, "replacement")
     if np.ndim(sample_size) > 0:  # one size per user (adaptive sampling): MLE only, as in the dense path
         from .._validation import check_sample_sizes
 
@@ -620,6 +657,7 @@ def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method
     = \sum_c p_c\bar F_c\bar K_c`, MNW = BV with :math:`\gamma = 1/M`; :math:`\bar F_c` is the cell
     mean of :math:`F`. Cost :math:`O(Cn\bar b + n^3)`.
     """
+    replacement = check_bool(replacement, "replacement")
     N, n = check_sizes(grid.n_items, sample_size)
     names = [canonical_metric(m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
     ks = list(ks)
@@ -657,9 +695,10 @@ def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method
             G = (1.0 - g) * G
             G[np.diag_indices_from(G)] += g * c
             what = f"BV (gamma = {g:g})"
-        ok = np.flatnonzero(c > 0)
-        out = np.zeros(rhs.shape)
-        out[ok] = _solve_spd(G[np.ix_(ok, ok)], rhs[ok], what)
+    # the n x n factorisation with every BLAS thread (O(n^3): it dominates for n in the thousands)
+    ok = np.flatnonzero(c > 0)
+    out = np.zeros(rhs.shape)
+    out[ok] = _solve_spd(G[np.ix_(ok, ok)], rhs[ok], what)
     return out.reshape(n, len(names), len(ks))
 
 
@@ -783,6 +822,7 @@ def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics
     ``grid`` defaults to :func:`rank_grid` of ``(N, n)`` with breaks at the cut-offs.
     :func:`itemsampling.estimators.estimate_metrics` with ``grid=True`` routes here.
     """
+    replacement = check_bool(replacement, "replacement")
     N, n = check_sizes(n_items, sample_size)
     r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
     names = [metrics] if isinstance(metrics, str) else list(metrics)

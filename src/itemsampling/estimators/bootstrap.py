@@ -1,0 +1,531 @@
+r"""User-bootstrap intervals for every estimator of :mod:`itemsampling.estimators`.
+
+A global metric estimated from sampled ranks, :math:`\widehat T(r_1, \dots, r_M)`, is a statistic
+of the *users* that happened to be evaluated; the user bootstrap (Efron & Tibshirani 1993,
+Ch. 13) measures its sampling variability by redrawing :math:`M` users with replacement from the
+:math:`M` observed ones, each user's sampled rank (and sampled-set size :math:`n_u`) travelling
+together, recomputing the estimate on every replicate, and reading the percentile interval
+:math:`[\widehat T^*_{(\alpha/2)}, \widehat T^*_{(1-\alpha/2)}]` off the replicates.
+
+Two rules make the interval honest for the rank-distribution estimators (SEED-NOTES item 9):
+
+* the prior :math:`\widehat P(R)` of ``mle`` / ``wmle`` / ``mes`` and of the combinations
+  ``bv_*``, ``mn_*``, ``mnw_*`` is **re-estimated in every replicate** from that replicate's ranks
+  (sharing one prior would hide most of the estimator's variance);
+* the replicates are exactly what :func:`itemsampling.estimators.estimate_metric` returns on the
+  resampled users (the tests check it replicate by replicate).
+
+Speed. Every estimator depends on the users only through the table of distinct
+:math:`(n_u, r_u)` pairs and their counts, so a replicate is a multinomial draw of that count
+vector (one ``rng.multinomial`` call for all replicates), never a list of :math:`M` users.
+Then
+
+* for the estimators that are linear in the histogram (``sampled``, ``rank_estimate``, ``cls``,
+  ``bv``, ``mn``, ``mn_weighted``: :math:`\widehat T = \frac1M\sum_r c_r \widehat F(r)`, TORS
+  Eq. 6) all replicates are one matrix product :math:`C\widehat F / M`;
+* for ``mle`` / ``wmle`` with the EM solver the EM iterations of Jin et al. (2021) Eq. 20-23 run
+  on all replicates at once (:func:`batch_em`: a batch of count vectors against one kernel, each
+  replicate stopped by the same rule as :func:`~itemsampling.estimators.distribution.mle_em`);
+* ``mes`` (the dual Newton solver) and the exact CNM MLE are solved replicate by replicate
+  (each takes well under a second at MovieLens-1M scale), and the BV / MN combinations solve
+  their :math:`n\times n` system once per replicate with that replicate's prior.
+
+:func:`compare_estimates` bootstraps the difference of two models' estimates: *paired* (the same
+users scored by both models, resampled jointly, the design of every experiment in the book) or
+unpaired (two independent user samples).
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import as_rng, check_int, check_ranks, check_sample_sizes
+from ..metrics import metric_function
+
+__all__ = [
+    "MetricEstimate",
+    "ModelComparison",
+    "bootstrap_metric",
+    "bootstrap_metrics",
+    "compare_estimates",
+    "batch_em",
+    "check_confidence",
+    "percentile_interval",
+    "bootstrap_p_value",
+]
+
+#: Methods that accept per-user sample sizes (an array ``sample_size`` with unequal entries).
+PER_USER_METHODS = ("sampled", "mle")  # = estimators.PER_USER_SIZE_METHODS
+
+
+@dataclass(frozen=True)
+class MetricEstimate:
+    """An estimate with its user-bootstrap percentile interval.
+
+    Attributes
+    ----------
+    estimate : float or ndarray   the estimate on all users (as ``estimate_metric(..., ci=None)``);
+                                  an array over the cut-offs when ``k`` is a sequence.
+    low, high : float or ndarray  the percentile interval of the bootstrap replicates.
+    confidence : float            the nominal level, e.g. 0.95.
+    n_boot : int                  number of bootstrap replicates.
+    method : str                  the estimator.
+    """
+
+    estimate: float | np.ndarray
+    low: float | np.ndarray
+    high: float | np.ndarray
+    confidence: float
+    n_boot: int
+    method: str
+
+    def __repr__(self) -> str:
+        if np.ndim(self.estimate) == 0:
+            return (f"MetricEstimate({self.method}: {self.estimate:.6g}, {100 * self.confidence:g}% interval "
+                    f"[{self.low:.6g}, {self.high:.6g}], n_boot={self.n_boot})")
+        return (f"MetricEstimate(method={self.method!r}, estimate={self.estimate!r}, low={self.low!r}, "
+                f"high={self.high!r}, confidence={self.confidence}, n_boot={self.n_boot})")
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """The difference A - B of two models' estimates with its bootstrap interval.
+
+    Attributes
+    ----------
+    difference : float or ndarray   estimate of A minus estimate of B on all users.
+    low, high : float or ndarray    percentile interval of the bootstrap replicates of the difference.
+    p_value : float or ndarray      two-sided bootstrap p-value of "no difference"
+                                    (:func:`bootstrap_p_value`).
+    estimate_a, estimate_b          the two estimates.
+    confidence, n_boot, method, paired
+    """
+
+    difference: float | np.ndarray
+    low: float | np.ndarray
+    high: float | np.ndarray
+    p_value: float | np.ndarray
+    estimate_a: float | np.ndarray
+    estimate_b: float | np.ndarray
+    confidence: float
+    n_boot: int
+    method: str
+    paired: bool
+
+    @property
+    def zero_inside(self):
+        """Whether 0 lies inside the interval (no significant difference at this level)."""
+        out = (np.asarray(self.low) <= 0.0) & (np.asarray(self.high) >= 0.0)
+        return bool(out) if out.ndim == 0 else out
+
+
+# ---------------------------------------------------------------------------------------------
+# small pieces
+# ---------------------------------------------------------------------------------------------
+def check_confidence(value, name: str = "ci") -> float:
+    """A confidence level strictly between 0 and 1 (e.g. 0.95)."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise ValueError(f"{name} must be a confidence level in (0, 1), e.g. 0.95, got {value!r}")
+    v = float(value)
+    if not np.isfinite(v) or not 0.0 < v < 1.0:
+        raise ValueError(f"{name} must be a confidence level in (0, 1), e.g. 0.95, got {value!r}")
+    return v
+
+
+def _check_n_boot(n_boot) -> int:
+    return check_int(n_boot, "n_boot", low=10)
+
+
+def percentile_interval(replicates, confidence: float, axis: int = 0):
+    r"""The percentile interval :math:`[\widehat T^*_{(\alpha/2)}, \widehat T^*_{(1-\alpha/2)}]`,
+    :math:`\alpha = 1 - ` ``confidence`` (Efron & Tibshirani 1993, Eq. 13.5), of bootstrap
+    replicates along ``axis`` (linear interpolation between order statistics)."""
+    confidence = check_confidence(confidence, "confidence")
+    alpha = 1.0 - confidence
+    lo, hi = np.quantile(np.asarray(replicates, dtype=np.float64), [alpha / 2, 1 - alpha / 2], axis=axis)
+    return lo, hi
+
+
+def bootstrap_p_value(replicates, axis: int = 0):
+    r"""Two-sided bootstrap p-value of :math:`H_0: \Delta = 0` from replicates :math:`\Delta^*_b`:
+    the smallest :math:`\alpha` at which the :math:`(1-\alpha)` percentile interval excludes 0,
+    :math:`p = \min\{1,\ 2\min(\#\{\Delta^*_b \le 0\} + 1,\ \#\{\Delta^*_b \ge 0\} + 1)/(B + 1)\}`
+    (the +1 keeps :math:`p \ge 2/(B+1)`: B replicates cannot certify a smaller p-value)."""
+    d = np.asarray(replicates, dtype=np.float64)
+    B = d.shape[axis]
+    le = np.sum(d <= 0.0, axis=axis) + 1.0
+    ge = np.sum(d >= 0.0, axis=axis) + 1.0
+    p = np.minimum(1.0, 2.0 * np.minimum(le, ge) / (B + 1.0))
+    return float(p) if np.ndim(p) == 0 else p
+
+
+def _pair_table(r: np.ndarray, sizes):
+    """Distinct ``(n_u, r_u)`` pairs, their counts and, per user, the index of its pair."""
+    if isinstance(sizes, (int, np.integer)):
+        ranks, inverse, counts = np.unique(r, return_inverse=True, return_counts=True)
+        return np.full(ranks.size, int(sizes), dtype=np.int64), ranks, counts, inverse
+    rows, inverse, counts = np.unique(np.column_stack([sizes, r]), axis=0, return_inverse=True,
+                                      return_counts=True)
+    return rows[:, 0].copy(), rows[:, 1].copy(), counts, inverse.reshape(-1)
+
+
+def _check_input(sampled_ranks, n_items, sample_size, name="sampled_ranks", size_name="sample_size"):
+    N = check_int(n_items, "n_items", low=2)
+    r = check_ranks(sampled_ranks, name)
+    try:
+        sizes = check_sample_sizes(sample_size, N, r.size)
+    except ValueError as err:
+        if size_name != "sample_size":
+            raise ValueError(str(err).replace("sample_size", size_name)) from None
+        raise
+    hi = sizes if isinstance(sizes, int) else sizes
+    if np.any(r > hi):
+        bad = np.flatnonzero(r > hi)[0]
+        lim = sizes if isinstance(sizes, int) else sizes[bad]
+        raise ValueError(f"{name} must lie in 1..{size_name} (= {lim}), got {r[bad]}")
+    return r, N, sizes
+
+
+def _draw_counts(counts: np.ndarray, n_boot: int, rng) -> np.ndarray:
+    """``n_boot`` multinomial resamplings of the pair counts: (n_boot, n_pairs) float64."""
+    M = int(counts.sum())
+    return rng.multinomial(M, counts / M, size=n_boot).astype(np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# EM on a batch of count vectors
+# ---------------------------------------------------------------------------------------------
+def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000):
+    r"""EM for the (weighted) MLE of :math:`P(R)` on many count vectors at once.
+
+    The update of Jin et al. (2021) Eq. 20-21 (Eq. 23 weighted),
+    :math:`\pi_R \leftarrow \pi_R \sum_j \hat c_j K_{R,j}/q_j`, :math:`q = K^\top\pi`, run from the
+    uniform start for each row of ``weights`` (shape (B, J), one count or weight per column of
+    ``kernel_columns``, shape (N, J)), with the stopping rule of
+    :func:`itemsampling.estimators.distribution.mle_em`: a replicate stops when the relative
+    change of its mean log-likelihood is at most ``tol``. Column :math:`j` is the kernel column
+    :math:`P(r_j \mid R, n_j)` of one distinct (sampled-set size, sampled rank) pair, so per-user
+    sample sizes (TORS Eq. 43, SEED-NOTES item 10) need nothing else. Each pass is two
+    (B x N x J) matrix products, shared by the replicates still running.
+
+    Returns ``(P, iterations, converged)``: P of shape (B, N), rows summing to 1.
+    """
+    C = np.asarray(weights, dtype=np.float64)
+    K = np.asarray(kernel_columns, dtype=np.float64)
+    if C.ndim != 2 or K.ndim != 2 or C.shape[1] != K.shape[1]:
+        raise ValueError("weights must be (B, J) and kernel_columns (N, J)")
+    tot = C.sum(axis=1, keepdims=True)
+    if np.any(tot <= 0) or np.any(C < 0) or not np.all(np.isfinite(C)):
+        raise ValueError("weights must be non-negative and finite with a positive total per row")
+    c = C / tot
+    B, N = C.shape[0], K.shape[0]
+    tiny = np.finfo(float).tiny
+    P = np.full((B, N), 1.0 / N)
+    Q = P @ K
+    obs = c > 0
+
+    def loglik(cc, qq, oo):
+        if np.any(qq[oo] <= 0):
+            raise ValueError("an observed sampled rank has zero probability under the current estimate")
+        return np.sum(cc * np.log(np.where(oo, qq, 1.0)), axis=1)
+
+    ll = loglik(c, Q, obs)
+    iters = np.zeros(B, dtype=np.int64)
+    converged = np.zeros(B, dtype=bool)
+    active = np.arange(B)
+    for it in range(1, max_iter + 1):
+        ca, Qa, oa = c[active], Q[active], obs[active]
+        if np.any(Qa[oa] <= 0):
+            raise ValueError("an observed sampled rank has zero probability under the current estimate")
+        ratio = np.divide(ca, Qa, out=np.zeros_like(ca), where=oa)
+        Pa = P[active] * (ratio @ K.T)
+        Pa /= Pa.sum(axis=1, keepdims=True)
+        Qa = Pa @ K
+        new = loglik(ca, Qa, oa)
+        done = np.abs(new - ll[active]) <= tol * np.maximum(np.abs(new), tiny)
+        P[active], Q[active], ll[active] = Pa, Qa, new
+        iters[active] = it
+        converged[active[done]] = True
+        active = active[~done]
+        if active.size == 0:
+            break
+    if not np.all(converged):
+        from .distribution import ConvergenceWarning
+
+        warnings.warn(f"EM did not reach relative log-likelihood change {tol:g} in {max_iter} iterations "
+                      f"for {int(np.sum(~converged))} of {B} bootstrap replicates", ConvergenceWarning,
+                      stacklevel=3)
+    return P, iters, converged
+
+
+# ---------------------------------------------------------------------------------------------
+# replicates of one method
+# ---------------------------------------------------------------------------------------------
+def _kernel_columns(N, pair_sizes, pair_ranks, replacement):
+    """The kernel columns of the distinct pairs, exactly as the single-fit EM uses them: columns of
+    the cached dense kernel for one size, :func:`~.distribution.kernel_columns` for per-user sizes."""
+    from .distribution import cached_kernel, kernel_columns
+
+    if np.unique(pair_sizes).size == 1:
+        return np.ascontiguousarray(cached_kernel(N, int(pair_sizes[0]), bool(replacement))[:, pair_ranks - 1])
+    return kernel_columns(N, pair_sizes, pair_ranks, bool(replacement))
+
+
+def _prior_key(base, dist_kw):
+    # the key under which estimators._estimate caches a learnt prior (keep in step with it)
+    return (base, tuple(sorted((k, repr(v)) for k, v in dist_kw.items())))
+
+
+class _Replicator:
+    """Replicates of several methods on one resampled pair table, sharing the learnt priors."""
+
+    def __init__(self, N, sizes, pair_sizes, pair_ranks, C, metrics, ks):
+        self.N, self.sizes = N, sizes
+        self.pair_sizes, self.pair_ranks, self.C = pair_sizes, pair_ranks, C
+        self.metrics, self.ks = metrics, ks
+        self.M = float(C[0].sum())
+        self.priors: dict = {}
+
+    def _linear(self, Fpairs):
+        """All replicates of a histogram-linear estimate: (B, n_metrics, n_ks)."""
+        P = Fpairs.shape[0]
+        return (self.C @ Fpairs.reshape(P, -1) / self.M).reshape(self.C.shape[0], len(self.metrics), len(self.ks))
+
+    def _ranks(self, b):
+        return np.repeat(self.pair_ranks, self.C[b].astype(np.int64))
+
+    def _sizes(self, b):
+        if isinstance(self.sizes, int):
+            return self.sizes
+        return np.repeat(self.pair_sizes, self.C[b].astype(np.int64))
+
+    def prior_matrix(self, base, dist_kw, replacement):
+        key = _prior_key(base, dist_kw)
+        if key in self.priors:
+            return self.priors[key]
+        solver = dist_kw.get("solver", "em")
+        if base in ("mle", "wmle") and solver == "em":
+            W = self.C
+            if base == "wmle":
+                from .distribution import wmle_weights
+
+                if not isinstance(self.sizes, int):
+                    raise ValueError("per-user sample sizes are supported by methods "
+                                     f"{PER_USER_METHODS}, not by 'wmle'")
+
+                w = wmle_weights(int(self.sizes), dist_kw.get("weight", "ndcg"), dist_kw.get("C", 10.0))
+                W = self.C * w[self.pair_ranks - 1]
+            tol = dist_kw.get("tol") if dist_kw.get("tol") is not None else 1e-6
+            max_iter = dist_kw.get("max_iter") if dist_kw.get("max_iter") is not None else 10_000
+            K = _kernel_columns(self.N, self.pair_sizes, self.pair_ranks, replacement)
+            P, _, _ = batch_em(W, K, tol=tol, max_iter=max_iter)
+        else:
+            from . import estimate_rank_distribution
+
+            P = np.empty((self.C.shape[0], self.N))
+            for b in range(self.C.shape[0]):
+                P[b] = estimate_rank_distribution(self._ranks(b), self.N, self._sizes(b), base, **dist_kw)
+        P = P / P.sum(axis=1, keepdims=True)
+        self.priors[key] = P
+        return P
+
+    def replicates(self, method, params):
+        from . import _estimate, _split
+        from .corrected import CORRECTION_METHODS, corrected_metrics
+
+        N, metrics, ks = self.N, self.metrics, self.ks
+        corr, dist = _split(params)
+        grid = corr.pop("grid", None)
+        replacement = corr.get("replacement", True)
+        if method not in ("sampled", "rank_estimate") and _grid_in_use(grid, N, self.sizes, ks):
+            # catalogue scale (estimators.grid): the estimator itself on every replicate
+            out = np.empty((self.C.shape[0], len(metrics), len(ks)))
+            for b in range(self.C.shape[0]):
+                out[b] = _estimate(self._ranks(b), N, self._sizes(b), metrics, ks, method, params, {})
+            return out
+        if method == "sampled":
+            F = np.empty((self.pair_ranks.size, len(metrics), len(ks)))
+            for size in np.unique(self.pair_sizes):
+                sel = np.flatnonzero(self.pair_sizes == size)
+                for i, m in enumerate(metrics):
+                    for j, k in enumerate(ks):
+                        F[sel, i, j] = metric_function(m, k, int(size))(self.pair_ranks[sel])
+            return self._linear(F)
+        if not isinstance(self.sizes, int) and method not in PER_USER_METHODS:
+            raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, "
+                             f"not by {method!r}")
+        n = self.sizes
+        if method in CORRECTION_METHODS:
+            kw = dict(corr)
+            if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
+                kw["n_users"] = int(self.M)
+            Fh = corrected_metrics(list(metrics), ks, N, n, method, **kw)
+            return self._linear(Fh[self.pair_ranks - 1])
+        base = method.split("_")[-1]
+        dist_kw = dict(dist)
+        if replacement is not True:
+            dist_kw["replacement"] = replacement
+        rd_kw = {k: v for k, v in dist_kw.items() if k != "replacement"}
+        Pmat = self.prior_matrix(base, rd_kw, replacement)
+        if method == base:
+            R = np.arange(1, N + 1)
+            F = np.stack([np.stack([metric_function(m, k, N)(R) for k in ks], axis=-1) for m in metrics], axis=1)
+            return (Pmat @ F.reshape(N, -1)).reshape(-1, len(metrics), len(ks))
+        key = _prior_key(base, dist_kw)
+        out = np.empty((self.C.shape[0], len(metrics), len(ks)))
+        for b in range(self.C.shape[0]):
+            out[b] = _estimate(self._ranks(b), N, n, metrics, ks, method, params, {key: Pmat[b]})
+        return out
+
+
+def _grid_in_use(grid, N, n, ks) -> bool:
+    from .grid import resolve_grid
+
+    return resolve_grid(grid, N, n, ks) is not None
+
+
+def _ks(k):
+    from . import _ks as ks_
+
+    return ks_(k)
+
+
+def _finish(est, reps, confidence, n_boot, method, seq):
+    lo, hi = percentile_interval(reps, confidence, axis=0)
+    if seq:
+        return MetricEstimate(np.asarray(est, dtype=np.float64), lo, hi, confidence, n_boot, method)
+    return MetricEstimate(float(est), float(lo[0]), float(hi[0]), confidence, n_boot, method)
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+# ---------------------------------------------------------------------------------------------
+def bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci: float = 0.95,
+                     n_boot: int = 200, rng=None, **params) -> MetricEstimate:
+    r"""The estimate of :func:`itemsampling.estimators.estimate_metric` with a user-bootstrap
+    percentile interval (module docstring).
+
+    Parameters are those of :func:`~itemsampling.estimators.estimate_metric` plus ``ci`` (the
+    confidence level in (0, 1)), ``n_boot`` (number of replicates, >= 10) and ``rng`` (seed or
+    Generator: the same seed gives the same interval). ``sample_size`` may be one size per user
+    for the methods that take per-user sizes (``"sampled"``, ``"mle"``); each user's
+    :math:`(n_u, r_u)` pair is resampled together.
+
+    Returns
+    -------
+    MetricEstimate, with array fields when ``k`` is a sequence.
+    """
+    out = bootstrap_metrics(sampled_ranks, n_items, sample_size, [metric], k, [method], ci=ci,
+                            n_boot=n_boot, rng=rng, _single=True, **params)
+    return out[method][metric]
+
+
+def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci: float = 0.95,
+                      n_boot: int = 200, rng=None, _single: bool = False, **params) -> dict:
+    r"""As :func:`itemsampling.estimators.estimate_metrics` (``{method: {metric: ...}}``), each
+    value a :class:`MetricEstimate`. All methods see the *same* bootstrap replicates, and a prior
+    learnt in a replicate is shared by every method and metric that uses it in that replicate."""
+    from . import METHODS, _route, estimate_metric, estimate_metrics
+
+    ci = check_confidence(ci, "ci")
+    n_boot = _check_n_boot(n_boot)
+    gen = as_rng(rng)
+    r, N, sizes = _check_input(sampled_ranks, n_items, sample_size)
+    metrics_l = [metrics] if isinstance(metrics, str) else list(metrics)
+    methods_l = [methods] if isinstance(methods, str) else list(methods)
+    if not metrics_l:
+        raise ValueError("metrics must not be empty")
+    if not methods_l:
+        raise ValueError("methods must not be empty")
+    for m in methods_l:
+        if m not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {m!r}")
+        if not isinstance(sizes, int) and m not in PER_USER_METHODS:
+            raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, not by {m!r}")
+    seq, ks = _ks(k)
+    # the point estimate on all users (also validates every parameter)
+    size_arg = sizes if isinstance(sizes, int) else np.asarray(sizes)
+    if _single:
+        est = {methods_l[0]: {metrics_l[0]: estimate_metric(r, N, size_arg, metrics_l[0], k, methods_l[0], **params)}}
+    else:
+        est = estimate_metrics(r, N, size_arg, metrics_l, k, methods_l, **params)
+    pair_sizes, pair_ranks, counts, _ = _pair_table(r, sizes)
+    C = _draw_counts(counts, n_boot, gen)
+    rep = _Replicator(N, sizes, pair_sizes, pair_ranks, C, metrics_l, ks)
+    out: dict = {}
+    for meth in methods_l:
+        p = params if _single else _route(meth, params)
+        reps = rep.replicates(meth, p)
+        out[meth] = {m: _finish(est[meth][m], reps[:, i, :], ci, n_boot, meth, seq)
+                     for i, m in enumerate(metrics_l)}
+    return out
+
+
+def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, metric, k, method,
+                      ci: float = 0.95, n_boot: int = 200, rng=None, paired: bool = True,
+                      sample_size_b=None, **params) -> ModelComparison:
+    r"""Bootstrap the difference :math:`\widehat T_A - \widehat T_B` of two models' estimates.
+
+    ``paired=True`` (the usual design: both models ranked for the *same* users, entry ``u`` of
+    both arrays is user ``u``): users are resampled jointly, so the interval accounts for the
+    positive correlation of the two models' per-user results and is narrower than the unpaired
+    one. ``paired=False``: two independent user samples, resampled independently (they may differ
+    in size). ``sample_size`` applies to both models unless ``sample_size_b`` gives model B's
+    (needed for adaptive sampling, where :math:`n_u` depends on the model). Each replicate
+    re-estimates each model's prior from that model's resampled ranks.
+
+    Returns a :class:`ModelComparison`: the difference, its percentile interval, the two-sided
+    bootstrap p-value (:func:`bootstrap_p_value`) and whether 0 lies inside the interval.
+    """
+    from . import METHODS, estimate_metric
+
+    ci = check_confidence(ci, "ci")
+    n_boot = _check_n_boot(n_boot)
+    if not isinstance(paired, (bool, np.bool_)):
+        raise ValueError(f"paired must be True or False, got {paired!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    gen = as_rng(rng)
+    ra, N, sa = _check_input(sampled_ranks_a, n_items, sample_size, "sampled_ranks_a")
+    rb, _, sb = _check_input(sampled_ranks_b, n_items, sample_size if sample_size_b is None else sample_size_b,
+                             "sampled_ranks_b", "sample_size" if sample_size_b is None else "sample_size_b")
+    if paired and ra.size != rb.size:
+        raise ValueError(f"paired comparison needs one rank per user for both models: sampled_ranks_a has "
+                         f"{ra.size} users, sampled_ranks_b has {rb.size} (use paired=False for "
+                         "independent user samples)")
+    for s in (sa, sb):
+        if not isinstance(s, int) and method not in PER_USER_METHODS:
+            raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, not by {method!r}")
+    seq, ks = _ks(k)
+    est_a = estimate_metric(ra, N, sa, metric, k, method, **params)
+    est_b = estimate_metric(rb, N, sb, metric, k, method, **params)
+    ps_a, pr_a, cnt_a, inv_a = _pair_table(ra, sa)
+    ps_b, pr_b, cnt_b, inv_b = _pair_table(rb, sb)
+    if paired:
+        from scipy import sparse
+
+        rows, inv, cnt = np.unique(np.column_stack([inv_a, inv_b]), axis=0, return_inverse=True, return_counts=True)
+        Ct = _draw_counts(cnt, n_boot, gen)
+        T = rows.shape[0]
+        Sa = sparse.csr_matrix((np.ones(T), (np.arange(T), rows[:, 0])), shape=(T, ps_a.size))
+        Sb = sparse.csr_matrix((np.ones(T), (np.arange(T), rows[:, 1])), shape=(T, ps_b.size))
+        Ca = np.asarray((Sa.T @ Ct.T).T)
+        Cb = np.asarray((Sb.T @ Ct.T).T)
+    else:
+        Ca = _draw_counts(cnt_a, n_boot, gen)
+        Cb = _draw_counts(cnt_b, n_boot, gen)
+    reps_a = _Replicator(N, sa, ps_a, pr_a, Ca, [metric], ks).replicates(method, params)[:, 0, :]
+    reps_b = _Replicator(N, sb, ps_b, pr_b, Cb, [metric], ks).replicates(method, params)[:, 0, :]
+    d = reps_a - reps_b
+    lo, hi = percentile_interval(d, ci, axis=0)
+    p = bootstrap_p_value(d, axis=0)
+    diff = np.asarray(est_a, dtype=np.float64) - np.asarray(est_b, dtype=np.float64)
+    if not seq:
+        return ModelComparison(float(diff), float(lo[0]), float(hi[0]), float(p[0]), float(est_a), float(est_b),
+                               ci, n_boot, method, bool(paired))
+    return ModelComparison(diff, lo, hi, np.asarray(p), np.asarray(est_a), np.asarray(est_b), ci, n_boot,
+                           method, bool(paired))

@@ -1,0 +1,69 @@
+"""Small real-format datasets written by the tests: MovieLens ``ratings.dat`` / ``u.data`` /
+``ratings.csv`` folders and an NCF-style split, with popularity-skewed interactions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def interactions(n_users: int = 300, n_items: int = 400, seed: int = 0):
+    """``(user, item, rating, timestamp)`` arrays with 1-based original ids (MovieLens style), item
+    ids spread out (``3 * i + 1``) so the loaders' re-indexing is exercised, 15-60 distinct items
+    per user drawn with Zipf-like popularity, and strictly increasing timestamps per user."""
+    g = np.random.default_rng(seed)
+    pop = 1.0 / np.arange(1, n_items + 1) ** 0.8
+    pop /= pop.sum()
+    rows = []
+    for u in range(n_users):
+        k = int(g.integers(15, 61))
+        items = g.choice(n_items, size=k, replace=False, p=pop)
+        ts = 978_300_000 + u * 10_000 + np.sort(g.choice(5_000, size=k, replace=False))
+        for i, t in zip(items, ts):
+            rows.append((u + 1, 3 * int(i) + 1, int(g.integers(1, 6)), int(t)))
+    a = np.array(rows, dtype=np.int64)
+    return a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+
+
+def write_movielens(folder, kind: str = "ratings.dat", **kw) -> Path:
+    """Write a MovieLens-format file (``ratings.dat``, ``u.data`` or ``ratings.csv``) into
+    ``folder/ml-small/`` and return ``folder``."""
+    folder = Path(folder)
+    sub = folder / "ml-small"
+    sub.mkdir(parents=True, exist_ok=True)
+    u, i, r, t = interactions(**kw)
+    if kind == "ratings.dat":
+        text = "".join(f"{a}::{b}::{c}::{d}\n" for a, b, c, d in zip(u, i, r, t))
+    elif kind == "u.data":
+        text = "".join(f"{a}\t{b}\t{c}\t{d}\n" for a, b, c, d in zip(u, i, r, t))
+    elif kind == "ratings.csv":
+        text = "userId,movieId,rating,timestamp\n" + "".join(f"{a},{b},{c}.0,{d}\n" for a, b, c, d in zip(u, i, r, t))
+    else:
+        raise ValueError(kind)
+    (sub / kind).write_text(text)
+    return folder
+
+
+def write_ncf(folder, name: str = "ml-small", n_decoys: int = 99, **kw) -> Path:
+    """Write an NCF-style leave-one-out split (``name.train.rating``, ``.test.rating``,
+    ``.test.negative``; 0-based ids) of :func:`interactions` into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    u, i, r, t = interactions(**kw)
+    _, u = np.unique(u, return_inverse=True)
+    _, i = np.unique(i, return_inverse=True)
+    n_items = int(i.max()) + 1
+    g = np.random.default_rng(1)
+    last = np.r_[u[1:] != u[:-1], True]
+    tr = "".join(f"{a}\t{b}\t{c}\t{d}\n" for a, b, c, d in zip(u[~last], i[~last], r[~last], t[~last]))
+    te = "".join(f"{a}\t{b}\t{c}\t{d}\n" for a, b, c, d in zip(u[last], i[last], r[last], t[last]))
+    neg = []
+    for a, b in zip(u[last], i[last]):
+        seen = set(i[u == a].tolist())
+        pool = np.array([x for x in range(n_items) if x not in seen])
+        neg.append(f"({a},{b})\t" + "\t".join(map(str, g.choice(pool, n_decoys, replace=False))) + "\n")
+    (folder / f"{name}.train.rating").write_text(tr)
+    (folder / f"{name}.test.rating").write_text(te)
+    (folder / f"{name}.test.negative").write_text("".join(neg))
+    return folder

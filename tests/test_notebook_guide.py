@@ -1,0 +1,82 @@
+"""The guide "Correcting your own evaluation" at small parameters: the command's numbers on the
+file the page writes, and one cell of the decision table, recomputed through the public API."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from itemsampling.estimators import corrected_estimate, corrected_metrics, estimate_metrics
+from itemsampling.mapping import sample_beta_ranks
+from itemsampling.metrics import evaluate
+from itemsampling.run import run_notebook
+from itemsampling.sampling import sample_ranks
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "guide-correcting-your-evaluation.md"
+PARAMS = {"n_items": 300, "sample_size": 30, "n_users": 150, "beta_a": {"A": 0.3, "B": 0.6},
+          "metrics": ["ndcg", "recall"], "cutoffs": [5, 10], "n_boot": 20,
+          "grid_items": [300], "grid_sizes": [30], "grid_users": [150], "grid_a": 0.3, "grid_repeats": 2, "seed": 4}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return run_notebook(NOTEBOOK, PARAMS, out=tmp_path_factory.mktemp("guide"), progress=False)["results"]
+
+
+def _file_ranks():
+    """The example file, regenerated from the page's seeds."""
+    out = {}
+    for i, (model, a) in enumerate(PARAMS["beta_a"].items()):
+        g = np.random.default_rng([PARAMS["seed"], i])
+        R = sample_beta_ranks(a, PARAMS["n_items"], PARAMS["n_users"], rng=g)
+        out[model] = (R, sample_ranks(R, PARAMS["n_items"], PARAMS["sample_size"], rng=g))
+    return out
+
+
+def test_command_estimates(results):
+    N, n = PARAMS["n_items"], PARAMS["sample_size"]
+    rows = results["guide_estimates"]
+    assert len(rows) == 2 * 2 * 2  # models x metrics x cut-offs
+    cover = 0
+    for i, (model, (R, r)) in enumerate(_file_ranks().items()):
+        e = estimate_metrics(r, N, n, PARAMS["metrics"], PARAMS["cutoffs"], ["mle"], ci=0.95,
+                             n_boot=PARAMS["n_boot"], rng=np.random.default_rng([PARAMS["seed"], i]))["mle"]
+        for metric in PARAMS["metrics"]:
+            mine = [x for x in rows if x["model"] == model and x["metric"] == metric]
+            np.testing.assert_allclose([x["estimate"] for x in mine], e[metric].estimate, rtol=1e-10)
+            np.testing.assert_allclose([x["low"] for x in mine], e[metric].low, rtol=1e-10)
+            np.testing.assert_allclose([x["sampled"] for x in mine],
+                                       [evaluate(r, metric, k, n_items=n) for k in PARAMS["cutoffs"]], rtol=1e-12)
+            for x in mine:
+                cover += x["low"] <= evaluate(R, metric, x["k"]) <= x["high"]
+    assert results["guide_n_cover"] == cover and results["guide_n_intervals"] == len(rows)
+    comps = results["guide_comparisons"]
+    assert len(comps) == 4 and all(c["paired"] for c in comps)
+    assert results["guide_n_apart"] == sum(c["low"] > 0 or c["high"] < 0 for c in comps)
+
+
+def test_decision_cell(results):
+    """The one grid cell, recomputed: relative RMSE (%) averaged over Recall@10 and NDCG@10."""
+    N, n, M = PARAMS["grid_items"][0], PARAMS["grid_sizes"][0], PARAMS["grid_users"][0]
+    metrics = ["recall", "ndcg"]
+    errs = {"MLE": [], "BV 0.1": [], "sampled": []}
+    exact_all = []
+    bv = corrected_metrics(metrics, [10], N, n, "bv", gamma=0.1)
+    for j in range(PARAMS["grid_repeats"]):
+        g = np.random.default_rng([PARAMS["seed"], N, n, M, j])
+        R = sample_beta_ranks(PARAMS["grid_a"], N, M, rng=g)
+        r = sample_ranks(R, N, n, rng=g)
+        exact = np.array([evaluate(R, m, 10) for m in metrics])
+        exact_all.append(exact)
+        mle = estimate_metrics(r, N, n, metrics, 10, ["mle"])["mle"]
+        errs["MLE"].append(np.array([mle[m] for m in metrics]) - exact)
+        errs["BV 0.1"].append(np.asarray(corrected_estimate(r, bv.reshape(n, -1))) - exact)
+        errs["sampled"].append(np.array([evaluate(r, m, 10, n_items=n) for m in metrics]) - exact)
+    scale = np.mean(exact_all, axis=0)
+    cell = results["guide_grid"][f"{N}/{n}/{M}"]
+    for name, e in errs.items():
+        want = 100 * np.mean(np.sqrt(np.mean(np.array(e) ** 2, axis=0)) / scale)
+        assert cell[name] == pytest.approx(want, rel=1e-9), name
+    best = min((v, k) for k, v in cell.items() if k != "sampled")[1]
+    assert results["guide_learnt_best"] == int(best in ("MLE", "MES", "MN_MLE"))
+    assert results["guide_default_best"] == int(best == "MLE")
