@@ -175,3 +175,8 @@ def test_conditional_sentences(results):
     assert results["ch08_models_text"].startswith("3 synthetic rank distributions, A, B, C")
     hi = max(results["ch08_last_step_growth"].values())
     assert ("costs little" in results["ch08_last_step_text"]) == (hi < 10)
+    res = results["ch08_fixed_resolution"]
+    tors = ((9916 - 1) / 499, (25815 - 1) / 499, (20720 - 1) / 999)
+    assert ("smaller blind spot" in results["ch08_catalogue_text"]) == (res < min(tors))
+    assert ("suggests the largest size" in results["ch08_cost_finding"]) == \
+        all(v == NMAX for v in results["ch08_suggested_max"].values())
