@@ -133,3 +133,50 @@ def test_blind_spot_shares(results):
         p = np.mean((1 - (R - 1) / (N - 1)) ** (N0 - 1))
         assert results["ch08_top_share"][m] == pytest.approx(100 * np.mean(r0 == 1))
         assert abs(np.mean(r0 == 1) - p) < 5 * np.sqrt(p * (1 - p) / R.size)
+
+
+def test_last_doubling_cost(results):
+    """The draws cut at n_max / 2: the first repeat's cut mean by hand, and the identity
+    mean(n_u) - mean(min(n_u, n_max/2)) = (n_max - n_max/2) * share of users reaching n_max, whose
+    share comes from the sampling-cost counts (an independent route through Eq. 44's bookkeeping)."""
+    half = NMAX // 2
+    assert results["ch08_half_size"] == half
+    for m in results["ch08_models"]:
+        s = np.array(results["ch08_first_adaptive_sizes"][m])
+        assert results["ch08_cut_mean_first"][m] == pytest.approx(np.minimum(s, half).mean(), rel=1e-12)
+        full = results["ch08_mean_size"][m]
+        cut = results["ch08_cut_mean_size"][m]
+        assert full == pytest.approx(np.mean(results["ch08_mean_size_per_repeat"][m]), rel=1e-12)
+        assert full - cut == pytest.approx((NMAX - half) * results["ch08_last_step_reach"][m] / 100, rel=1e-9, abs=1e-12)
+        assert results["ch08_last_step_growth"][m] == pytest.approx(100 * (full / cut - 1), rel=1e-12)
+        assert 0 <= results["ch08_last_step_reach"][m] <= 100
+
+
+def test_tallest_bar_and_timings(results):
+    names = results["ch08_models"]
+    truth = {m: metric_curve(np.array(R), "recall", np.arange(1, MAXK + 1), n_items=N)
+             for m, R in results["ch08_global_ranks"].items()}
+    demo = max(names, key=lambda m: truth[m][9])
+    counts = np.bincount(np.array(results["ch08_first_initial_ranks"][demo]), minlength=N0 + 1)[1:]
+    assert results["ch08_top_ratio"] == pytest.approx(counts[0] / counts[1:].max(), rel=1e-12)
+    assert results["ch08_adaptive_ms"] > 0 and results["ch08_fixed_ms"] > 0
+    assert 0 < results["ch08_adaptive_share"] < 100
+    assert 1000 * results["ch08_loop_seconds"] >= REPS * len(names) * (results["ch08_adaptive_ms"] + results["ch08_fixed_ms"])
+
+
+def test_conditional_sentences(results):
+    """The glued sentences say what the recorded numbers say."""
+    same = results["ch08_eq_iter_blocks"] == results["ch08_eq_iter_fixed"]
+    assert ("as chapter 6's EM does" in results["ch08_eq_text"]) == same
+    assert ("reaches the exact MLE" in results["ch08_cnm_text"]) == results["ch08_ad_cnm_converged"]
+    assert ("tallest bar," in results["ch08_tallest_text"]) == (results["ch08_top_ratio"] > 1)
+    assert results["ch08_keep_text"] == f"Table 8.3 uses {NMAX:,}, {100 * NMAX / N:.0f}% of it"
+    assert results["ch08_replacement_text"].startswith("with replacement")
+    assert results["ch08_models_text"].startswith("3 synthetic rank distributions, A, B, C")
+    hi = max(results["ch08_last_step_growth"].values())
+    assert ("costs little" in results["ch08_last_step_text"]) == (hi < 10)
+    res = results["ch08_fixed_resolution"]
+    tors = ((9916 - 1) / 499, (25815 - 1) / 499, (20720 - 1) / 999)
+    assert ("smaller blind spot" in results["ch08_catalogue_text"]) == (res < min(tors))
+    assert ("suggests the largest size" in results["ch08_cost_finding"]) == \
+        all(v == NMAX for v in results["ch08_suggested_max"].values())

@@ -287,11 +287,15 @@ def adaptive_sampling_cost(sampled_ranks, sample_sizes, initial_size: int, max_s
     actually resolved there (:math:`r_u > 1`), so that :math:`C_t` is the same quantity.
 
     TORS choose :math:`n_{max}` by eye where :math:`C_j` "increases fast" (12.4% of :math:`N` on
-    yelp; "10% ~ 15%" as a default). We make the rule explicit: since each step doubles the
-    increment :math:`n_j - n_{j-1}`, :math:`C_j` doubles from step to step as long as the same
-    share of the entering users is resolved; the suggested terminal size is the last
-    :math:`n_j` before the first step whose cost grows more than ``max_growth`` times (default 3,
-    i.e. the resolved share falls by a third), or :math:`n_{max}` if none does.
+    yelp; "10% ~ 15%" as a default). We make the rule explicit. The increment
+    :math:`n_j - n_{j-1}` is :math:`n_0` for :math:`j = 1` (as for :math:`C_0`) and doubles from
+    step to step from :math:`j = 2` on, so with :math:`s_j` the share of the entering users resolved
+    at step :math:`j`, :math:`C_1 / C_0 = s_0 / s_1` and :math:`C_j / C_{j-1} = 2 s_{j-1} / s_j` for
+    :math:`j \ge 2`: from :math:`j = 2` on, :math:`C_j` doubles from step to step as long as the
+    same share is resolved. The suggested terminal size is the last :math:`n_j` before the first
+    step whose cost grows more than ``max_growth`` times, or :math:`n_{max}` if none does; with the
+    default 3 that is a resolved share falling by more than a third from one step to the next for
+    :math:`j \ge 2`, and to less than a third at :math:`j = 1`.
 
     Parameters
     ----------
