@@ -161,7 +161,6 @@ def test_per_user_sample_sizes(tmp_path, capsys):
 
 
 def test_parquet_and_column_options(tmp_path, capsys):
-    pytest.importorskip("pyarrow")
     R = sample_beta_ranks(0.4, N, 200, rng=5)
     r = sample_ranks(R, N, n, rng=6)
     pd.DataFrame({"pos": r}).to_parquet(tmp_path / "r.parquet")
