@@ -632,7 +632,7 @@ def grid_metric(masses, grid: RankGrid, metric: str, k):
 # BV and MN on the grid
 # ---------------------------------------------------------------------------------------------
 #: Row blocks of the grid kernel for the banded path: smaller blocks give a tighter band.
-_BAND_BLOCK = 32
+_BAND_BLOCK = 16
 #: The banded solve is used (``solver="auto"``) for n >= this and a band at most half of n.
 _BANDED_MIN_N = 1000
 
@@ -695,18 +695,19 @@ def _solve_spd_banded(S: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
             "sampled rank positive probability")
     s = 1.0 / np.sqrt(d)
     s_next = np.lib.stride_tricks.sliding_window_view(np.concatenate([s, np.zeros(u)]), w)  # s[i + d]
-    Ss = S * s[:, None] * s_next  # padding beyond the matrix becomes 0
+    Ss = S * s[:, None]
+    Ss *= s_next  # padding beyond the matrix becomes 0
     Ss[:, 0] = 1.0
-    ab = np.ascontiguousarray(Ss.T)  # lower band storage: ab[d, j] = G[j + d, j]
-    try:
-        cb = linalg.cholesky_banded(ab, lower=True, check_finite=False)
-    except linalg.LinAlgError:
-        raise ValueError(f"the {what} system is singular (not positive definite)") from None
     absS = np.abs(Ss)
     colsum = absS.sum(axis=1)
     for k in range(1, w):
         colsum[k:] += absS[:n - k, k]
     anorm = float(colsum.max())
+    del absS
+    try:  # Ss.T is LAPACK's lower band storage ab[d, j] = G[j + d, j], already in Fortran order
+        cb = linalg.cholesky_banded(Ss.T, overwrite_ab=True, lower=True, check_finite=False)
+    except linalg.LinAlgError:
+        raise ValueError(f"the {what} system is singular (not positive definite)") from None
 
     def solve(x):
         return linalg.cho_solve_banded((cb, True), x, check_finite=False)
@@ -752,7 +753,7 @@ def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method
     :math:`10^{-30}` of its maximum, the threshold of every product here) only on sampled ranks
     within about 12 standard deviations :math:`\sqrt{(n-1)\theta_c(1-\theta_c)}` of
     :math:`1 + (n-1)\theta_c`, so :math:`G_{rr'} = 0` (as computed) unless :math:`|r - r'| \le u`,
-    the largest column band of a block of 32 cells (:math:`u \approx 1{,}270` at
+    the largest column band of a block of 16 cells (:math:`u \approx 1{,}270` at
     :math:`N = 10^6, n = 10^4`; 480 at :math:`N = 10^7, n = 1000`). ``"banded"`` forms only that
     band, block by block, and solves it by banded Cholesky: time :math:`O(C\bar b^2 + nu^2)` and
     memory :math:`O(nu)` instead of :math:`O(C\bar b^2 + n^3)` and :math:`O(n^2)`. Truncation
@@ -801,12 +802,15 @@ def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method
         bands = _row_bands(K, block=_BAND_BLOCK) if solver != "dense" else None
         u = max(hi - lo for _, _, lo, hi in bands) if bands else n
         banded = solver == "banded" or (solver == "auto" and n >= _BANDED_MIN_N and 2 * (u + 1) <= n)
-        if banded:  # upper band S[i, d] = G[i, i + d]
+        if banded and method == "mn":  # one pass with the weights p_c - |c| / M (may be negative)
+            G = _gram_band_rows(K, p - widths / M, bands, u)
+        elif banded:  # upper band S[i, d] = G[i, i + d]
             G = _gram_band_rows(K, p, bands, u)
         else:
             G = _banded_gram(K, p)
         if method == "mn":
-            G -= (_gram_band_rows(K, widths, bands, u) if banded else _banded_gram(K, widths)) / M
+            if not banded:
+                G -= _banded_gram(K, widths) / M
             add = (K.T @ widths) / M
             what = "MN (TORS Eq. 42)"
         else:
@@ -821,8 +825,10 @@ def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method
     out = np.zeros(rhs.shape)
     if banded:
         _drop_band_rows(G, np.flatnonzero(~(c > 0)))
-        # the band factorisation with every BLAS thread (O(n u^2))
-        out[ok] = _solve_spd_banded(G, np.where((c > 0)[:, None], rhs, 0.0), what)[ok]
+        # O(n u^2) with one BLAS thread: dpbtrf's many small block updates ran 4-15x slower with
+        # two threads on the shared 2-core machine (N = 10^6, n = 10^4: 0.5 s against 2-7 s)
+        with _single_blas_thread():
+            out[ok] = _solve_spd_banded(G, np.where((c > 0)[:, None], rhs, 0.0), what)[ok]
     else:
         # the n x n factorisation with every BLAS thread (O(n^3): it dominates for n in the thousands)
         out[ok] = _solve_spd(G[np.ix_(ok, ok)], rhs[ok], what)
