@@ -72,8 +72,10 @@ Estimators on the grid
   integral, exact below 4096) in closed form.
 
 Costs: building :math:`\bar K` takes :math:`O(Cn)` time and memory; EM :math:`O(Cn)` per pass; MES
-:math:`O(Cn\bar b)` per Newton step (band :math:`\bar b`); BV and MN :math:`O(C n\bar b + n^3)`. None
-depends on :math:`N` beyond the :math:`O(\log N)` growth of :math:`C`.
+:math:`O(Cn\bar b)` per Newton step (band :math:`\bar b`); BV and MN :math:`O(C\bar b^2 + n^3)` with the
+dense :math:`n\times n` Cholesky, :math:`O(C\bar b^2 + nu^2)` time and :math:`O(nu)` memory with the
+banded one that :func:`grid_corrected_metrics` takes for large :math:`n` (half-bandwidth
+:math:`u \approx 25\sqrt n`). None depends on :math:`N` beyond the :math:`O(\log N)` growth of :math:`C`.
 """
 
 from __future__ import annotations
