@@ -282,3 +282,60 @@ def test_mes_newton_cg_agrees_with_the_direct_newton(data, monkeypatch):
     assert direct.stopped_by_tol and cg.stopped_by_tol
     np.testing.assert_allclose(cg.distribution, direct.distribution, atol=1e-9)
     assert cg.objective == pytest.approx(direct.objective, abs=1e-12)
+
+
+@pytest.mark.parametrize("method, kw", [("bv", {"gamma": 0.1}), ("mn", {"n_users": 10**5}),
+                                        ("mn_weighted", {"n_users": 10**5})])
+def test_banded_solve_equals_the_dense_solve(method, kw):
+    N_, n_ = 20_000, 2_000
+    grid = G.rank_grid(N_, n_, breaks=[1, 5, 10, 20, 50, 100])
+    ks = [1, 5, 10, 20, 50, 100, 1000, N_]
+    dense = G.grid_corrected_metrics(["recall", "ndcg"], ks, grid, n_, method, solver="dense", **kw)
+    banded = G.grid_corrected_metrics(["recall", "ndcg"], ks, grid, n_, method, solver="banded", **kw)
+    if method == "bv":  # n >= 1000 and a band below n / 2: "auto" takes the banded solve
+        auto = G.grid_corrected_metrics(["recall", "ndcg"], ks, grid, n_, method, **kw)
+        np.testing.assert_array_equal(auto, banded)
+    scale = np.max(np.abs(dense), axis=0)
+    assert np.all(scale > 0)
+    assert np.max(np.abs(banded - dense) / scale) < 1e-9
+    # Recall@N is 1 at every global rank and x = 1 solves both systems exactly (kernel rows sum to 1)
+    np.testing.assert_allclose(banded[:, 0, -1], 1.0, rtol=0, atol=1e-8)
+
+
+def test_band_storage_holds_the_gram_matrix_and_decouples_rows():
+    N_, n_ = 3000, 300
+    grid = G.rank_grid(N_, n_, top=64)
+    K = G.grid_kernel(grid, n_, True)
+    w = np.random.default_rng(3).uniform(0.5, 2.0, grid.n_cells)
+    bands = D._row_bands(K, block=G._BAND_BLOCK)
+    u = max(hi - lo for _, _, lo, hi in bands)
+    S = G._gram_band_rows(K, w, bands, u)
+    full = K.T @ (w[:, None] * K)
+    for d in range(u + 1):
+        np.testing.assert_allclose(S[:n_ - d, d], np.diagonal(full, d), rtol=1e-12, atol=1e-14 * full.max())
+        np.testing.assert_array_equal(S[n_ - d:, d], 0.0)  # padding
+    # beyond the band the Gram matrix is negligible (every product dropped is below 1e-30 relative)
+    i, j = np.triu_indices(n_, u + 1)
+    assert np.max(np.abs(full[i, j])) <= 1e-25 * full.max()
+    # rows decoupled by _drop_band_rows solve exactly the subsystem without them
+    S[:, 0] += 1e-3
+    full = full + 1e-3 * np.eye(n_)
+    drop = np.array([0, 7, 150, n_ - 1])
+    ok = np.setdiff1d(np.arange(n_), drop)
+    rhs = np.random.default_rng(4).normal(size=(n_, 2))
+    G._drop_band_rows(S, drop)
+    x = G._solve_spd_banded(S, np.where(np.isin(np.arange(n_), drop)[:, None], 0.0, rhs), "test")
+    y = np.linalg.solve(full[np.ix_(ok, ok)], rhs[ok])
+    np.testing.assert_allclose(x[ok], y, rtol=1e-8, atol=1e-10 * np.abs(y).max())
+    np.testing.assert_array_equal(x[drop], 0.0)
+
+
+def test_banded_solve_refuses_singular_systems_and_bad_solver():
+    S = np.array([[1.0, 1.0], [1.0, 0.0]])  # G = [[1, 1], [1, 1]]: singular
+    with pytest.raises(ValueError, match="singular"):
+        G._solve_spd_banded(S, np.ones(2), "test")
+    with pytest.raises(ValueError, match="sampled rank r = 2"):
+        G._solve_spd_banded(np.array([[1.0, 0.0], [0.0, 0.0]]), np.ones(2), "test")
+    grid = G.rank_grid(500, 50)
+    with pytest.raises(ValueError, match="solver must be"):
+        G.grid_corrected_metrics(["recall"], [10], grid, 50, "bv", gamma=0.1, solver="sparse")
