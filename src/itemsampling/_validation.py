@@ -39,6 +39,18 @@ def check_bool(value, name: str, allow_none: bool = False):
     raise ValueError(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
 
 
+def check_open_unit(value, name: str, what: str = "a number", example: str = "") -> float:
+    """Return ``value`` as a float strictly inside (0, 1) (a confidence level, a margin, a
+    proportion); refuse bools, non-numbers, NaN and values outside with a ``ValueError`` naming
+    ``name`` (``example``, e.g. ``", e.g. 0.95"``, is appended to the allowed range)."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise ValueError(f"{name} must be {what} in (0, 1){example}, got {value!r}")
+    v = float(value)
+    if not np.isfinite(v) or not 0.0 < v < 1.0:
+        raise ValueError(f"{name} must be {what} in (0, 1){example}, got {value!r}")
+    return v
+
+
 def _format_bytes(n: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ._validation import as_rng, check_int
+from ._validation import as_rng, check_int, check_open_unit
 
 __all__ = [
     "INTERVAL_METHODS",
@@ -50,19 +50,12 @@ TESTS = ("z", "t", "paired-t", "sign", "wilcoxon")
 _ALTERNATIVES = ("two-sided", "greater", "less")
 
 
-def _check_open_unit(value, name: str, what: str = "a number") -> float:
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise ValueError(f"{name} must be {what} in (0, 1), got {value!r}")
-    v = float(value)
-    if not np.isfinite(v) or not 0.0 < v < 1.0:
-        raise ValueError(f"{name} must be {what} in (0, 1), got {value!r}")
-    return v
 
 
 def critical_value(confidence: float = 0.95) -> float:
     r"""The two-sided normal critical value :math:`z_{\alpha/2} = \Phi^{-1}(1 - \alpha/2)`,
     :math:`\alpha = 1 -` ``confidence`` (1.959964 at 95%)."""
-    c = _check_open_unit(confidence, "confidence", "a confidence level")
+    c = check_open_unit(confidence, "confidence", "a confidence level")
     return float(stats.norm.ppf(1.0 - (1.0 - c) / 2.0))
 
 
@@ -83,9 +76,9 @@ def sample_size(margin, confidence: float = 0.95, p: float = 0.5, n_models: int 
     :math:`m = 1067.07` at :math:`e = 0.03`, 95%; rounding up gives 1,068; both give 9,604 at
     :math:`e = 0.01`).
     """
-    e = _check_open_unit(margin, "margin", "a margin of error")
-    c = _check_open_unit(confidence, "confidence", "a confidence level")
-    p = _check_open_unit(p, "p", "a proportion")
+    e = check_open_unit(margin, "margin", "a margin of error")
+    c = check_open_unit(confidence, "confidence", "a confidence level")
+    p = check_open_unit(p, "p", "a proportion")
     k = check_int(n_models, "n_models", low=1)
     if not isinstance(comparison, (bool, np.bool_)):
         raise ValueError(f"comparison must be True or False, got {comparison!r}")
@@ -105,7 +98,7 @@ def hoeffding_margin(n_users: int, confidence: float = 0.95, value_range: float 
     :math:`\alpha = 1 -` ``confidence``: :math:`t = (b-a)\sqrt{\ln(2/\alpha)/(2m)}`, for per-user
     values in an interval of length ``value_range`` = :math:`b - a` (1 for Recall, NDCG and AP)."""
     m = check_int(n_users, "n_users", low=1)
-    c = _check_open_unit(confidence, "confidence", "a confidence level")
+    c = check_open_unit(confidence, "confidence", "a confidence level")
     if isinstance(value_range, bool) or not isinstance(value_range, (numbers.Real, np.floating)) \
             or not np.isfinite(value_range) or value_range <= 0:
         raise ValueError(f"value_range must be a positive finite number, got {value_range!r}")
@@ -169,7 +162,7 @@ def confidence_interval(values, confidence: float = 0.95, method: str = "wilson"
     (low, high) : tuple of float
     """
     x = _check_values(values)
-    c = _check_open_unit(confidence, "confidence", "a confidence level")
+    c = check_open_unit(confidence, "confidence", "a confidence level")
     if not isinstance(method, str) or method not in INTERVAL_METHODS:
         raise ValueError(f"method must be one of {INTERVAL_METHODS}, got {method!r}")
     m = x.size
@@ -326,7 +319,7 @@ def multiple_comparisons(p_values, method: str = "holm", alpha: float = 0.05) ->
         raise ValueError("p_values must lie in [0, 1] (no NaN)")
     if method not in ("bonferroni", "holm"):
         raise ValueError(f"method must be 'bonferroni' or 'holm', got {method!r}")
-    alpha = _check_open_unit(alpha, "alpha", "a significance level")
+    alpha = check_open_unit(alpha, "alpha", "a significance level")
     k = p.size
     if method == "bonferroni":
         adj = np.minimum(1.0, k * p)

@@ -37,13 +37,12 @@ unpaired (two independent user samples).
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_rng, check_int, check_ranks, check_sample_sizes
+from .._validation import as_rng, check_int, check_open_unit, check_ranks, check_sample_sizes
 from ..metrics import metric_function
 
 __all__ = [
@@ -128,12 +127,7 @@ class ModelComparison:
 # ---------------------------------------------------------------------------------------------
 def check_confidence(value, name: str = "ci") -> float:
     """A confidence level strictly between 0 and 1 (e.g. 0.95)."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise ValueError(f"{name} must be a confidence level in (0, 1), e.g. 0.95, got {value!r}")
-    v = float(value)
-    if not np.isfinite(v) or not 0.0 < v < 1.0:
-        raise ValueError(f"{name} must be a confidence level in (0, 1), e.g. 0.95, got {value!r}")
-    return v
+    return check_open_unit(value, name, "a confidence level", ", e.g. 0.95")
 
 
 def _check_n_boot(n_boot) -> int:
