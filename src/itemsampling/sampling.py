@@ -225,8 +225,7 @@ def adaptive_sample_ranks(global_ranks, n_items: int, initial_size: int, max_siz
     n_items = check_int(n_items, "n_items", low=2)
     ladder = adaptive_sizes(initial_size, max_size, n_items)
     R = check_ranks(global_ranks, "global_ranks", high=n_items)
-    if not isinstance(replacement, (bool, np.bool_)):
-        raise ValueError(f"replacement must be True or False, got {replacement!r}")
+    check_bool(replacement, "replacement")
     gen = as_rng(rng)
     ranks = sample_ranks(R, n_items, int(ladder[0]), gen, bool(replacement))
     sizes = np.full(R.size, ladder[0], dtype=np.int64)

@@ -291,19 +291,25 @@ class _Targets:
 # ---------------------------------------------------------------------------------------------
 # solvers
 # ---------------------------------------------------------------------------------------------
+def _check_system(G, diag, rhs, what: str) -> None:
+    """Refuse a system ``G x = rhs`` (dense, or banded storage) with non-finite entries or a
+    non-positive diagonal entry, i.e. a sampled rank with zero probability under the prior."""
+    if not np.all(np.isfinite(G)) or not np.all(np.isfinite(rhs)):
+        raise ValueError(f"the {what} system has non-finite entries")
+    if np.any(diag <= 0.0):
+        bad = int(np.flatnonzero(diag <= 0.0)[0]) + 1
+        raise ValueError(
+            f"the {what} system is singular: sampled rank r = {bad} has zero probability under the "
+            "prior (c_r = 0), so its corrected value is not determined; use a prior that gives every "
+            "sampled rank positive probability")
+
+
 def _solve_spd(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
     """Solve the symmetric positive definite system ``G x = rhs`` by Jacobi-scaled Cholesky;
     refuse (ValueError) a singular or numerically singular system."""
     n = G.shape[0]
     d = np.diag(G).copy()
-    if not np.all(np.isfinite(G)) or not np.all(np.isfinite(rhs)):
-        raise ValueError(f"the {what} system has non-finite entries")
-    if np.any(d <= 0.0):
-        bad = int(np.flatnonzero(d <= 0.0)[0]) + 1
-        raise ValueError(
-            f"the {what} system is singular: sampled rank r = {bad} has zero probability under the "
-            "prior (c_r = 0), so its corrected value is not determined; use a prior that gives every "
-            "sampled rank positive probability")
+    _check_system(G, d, rhs, what)
     s = 1.0 / np.sqrt(d)
     Gs = G * s[:, None] * s[None, :]
     try:

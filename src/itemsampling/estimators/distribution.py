@@ -879,8 +879,7 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
     opts = {**_DEFAULTS[method], **params}
     counts = sampled_rank_histogram(sampled_ranks, n)
     p_tilde = counts / counts.sum()
-    if not isinstance(replacement, (bool, np.bool_)):
-        raise ValueError(f"replacement must be True or False, got {replacement!r}")
+    check_bool(replacement, "replacement")
 
     if method == "bv":
         start = time.perf_counter()
@@ -919,8 +918,7 @@ def _fit_per_user_sizes(r, N, sizes, method, replacement, params) -> FitResult:
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: "
                          f"{sorted(_DEFAULTS[method])}")
-    if not isinstance(replacement, (bool, np.bool_)):
-        raise ValueError(f"replacement must be True or False, got {replacement!r}")
+    check_bool(replacement, "replacement")
     opts = {**_DEFAULTS[method], **params}
     sizes_, ranks_, counts_ = sampled_rank_table(r, sizes)
     # every observed (n, r) pair is one column; one block holds them all (no copy when stacked)

@@ -92,7 +92,7 @@ from scipy.special import expi, gammaln, logsumexp, psi
 from .._validation import check_bool, check_int, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
-from .corrected import _RCOND_FACTOR, _solve_spd, check_gamma
+from .corrected import _RCOND_FACTOR, _check_system, _solve_spd, check_gamma
 from .distribution import (
     ConvergenceWarning, FitResult, _check_positive, _row_bands, _single_blas_thread, _weighted_gram,
     mes_scale, mle_cnm, mle_em, sampled_rank_histogram, wmle_weights,
@@ -362,8 +362,7 @@ def grid_kernel(grid: RankGrid, sample_size: int, replacement: bool = True) -> n
     if not isinstance(grid, RankGrid):
         raise ValueError(f"grid must be a RankGrid (from rank_grid), got {type(grid).__name__}")
     N, n = check_sizes(grid.n_items, sample_size)
-    if not isinstance(replacement, (bool, np.bool_)):
-        raise ValueError(f"replacement must be True or False, got {replacement!r}")
+    check_bool(replacement, "replacement")
     return _grid_kernel_cached(N, n, bool(replacement), grid.lo.tobytes())
 
 
@@ -524,8 +523,7 @@ def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
         r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
         sizes = check_sample_sizes(sample_size, N, r.size)
         if not isinstance(sizes, int):
-            if not isinstance(replacement, (bool, np.bool_)):
-                raise ValueError(f"replacement must be True or False, got {replacement!r}")
+            check_bool(replacement, "replacement")
             grid = rank_grid(N, int(sizes.max())) if grid is None else _check_grid(grid, N)
             return _grid_fit_per_user_sizes(r, N, sizes, method, grid, bool(replacement), params)
         sample_size = sizes
@@ -536,8 +534,7 @@ def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: "
                          f"{sorted(_DEFAULTS[method])}")
-    if not isinstance(replacement, (bool, np.bool_)):
-        raise ValueError(f"replacement must be True or False, got {replacement!r}")
+    check_bool(replacement, "replacement")
     grid = rank_grid(N, n) if grid is None else _check_grid(grid, N)
     opts = {**_DEFAULTS[method], **params}
     counts = sampled_rank_histogram(sampled_ranks, n)
@@ -686,15 +683,8 @@ def _solve_spd_banded(S: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
 
     n, w = S.shape
     u = w - 1
-    if not np.all(np.isfinite(S)) or not np.all(np.isfinite(rhs)):
-        raise ValueError(f"the {what} system has non-finite entries")
     d = S[:, 0].copy()
-    if np.any(d <= 0.0):
-        bad = int(np.flatnonzero(d <= 0.0)[0]) + 1
-        raise ValueError(
-            f"the {what} system is singular: sampled rank r = {bad} has zero probability under the "
-            "prior (c_r = 0), so its corrected value is not determined; use a prior that gives every "
-            "sampled rank positive probability")
+    _check_system(S, d, rhs, what)
     s = 1.0 / np.sqrt(d)
     s_next = np.lib.stride_tricks.sliding_window_view(np.concatenate([s, np.zeros(u)]), w)  # s[i + d]
     Ss = S * s[:, None]
