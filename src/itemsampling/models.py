@@ -339,6 +339,22 @@ class EASE(Recommender):
         return out
 
 
+def _fit_implicit(make, X, rng):
+    """Fit an ``implicit`` CPU model built by ``make(seed)`` on the user-item matrix ``X`` with one
+    BLAS thread and its notices silenced (implicit's BLAS-threads notice, tqdm's notebook notice);
+    returns the user and item factors as float64 arrays."""
+    import warnings
+
+    from threadpoolctl import threadpool_limits
+
+    seed = int(as_rng(rng).integers(2**31 - 1))
+    with threadpool_limits(1, "blas"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = make(seed)
+        model.fit(X.astype(np.float32), show_progress=False)
+    return (np.asarray(model.user_factors, dtype=np.float64), np.asarray(model.item_factors, dtype=np.float64))
+
+
 class ALS(Recommender):
     r"""Implicit-feedback matrix factorisation by alternating least squares (Hu et al. 2008), fit
     with the ``implicit`` package (CPU, Cholesky solves).
@@ -390,23 +406,15 @@ class ALS(Recommender):
         return self.lam * (1.0 + self.alpha) / self.alpha
 
     def _fit(self, X):
-        import warnings
-
-        from threadpoolctl import threadpool_limits
-
-        seed = int(as_rng(self.rng).integers(2**31 - 1))
-        with threadpool_limits(1, "blas"), warnings.catch_warnings():
-            # implicit's BLAS-threads notice, and tqdm's notebook notice when implicit imports it
-            warnings.simplefilter("ignore")
+        def make(seed):
             from implicit.cpu.als import AlternatingLeastSquares
 
-            model = AlternatingLeastSquares(
+            return AlternatingLeastSquares(
                 factors=self.factors, regularization=self.hu_regularization, alpha=self.confidence,
                 iterations=self.iterations, dtype=np.float32 if self.use_cg else np.float64, use_cg=self.use_cg,
                 num_threads=self.num_threads, random_state=seed)
-            model.fit(X.astype(np.float32), show_progress=False)
-        self.user_factors_ = np.asarray(model.user_factors, dtype=np.float64)
-        self.item_factors_ = np.asarray(model.item_factors, dtype=np.float64)
+
+        self.user_factors_, self.item_factors_ = _fit_implicit(make, X, self.rng)
 
     def _score(self, users):
         return self.user_factors_[users] @ self.item_factors_.T
@@ -443,21 +451,14 @@ class BPR(Recommender):
         return {"factors": self.factors, "lr": self.lr, "lam": self.lam, "iterations": self.iterations}
 
     def _fit(self, X):
-        import warnings
-
-        from threadpoolctl import threadpool_limits
-
-        seed = int(as_rng(self.rng).integers(2**31 - 1))
-        with threadpool_limits(1, "blas"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        def make(seed):
             from implicit.cpu.bpr import BayesianPersonalizedRanking
 
-            model = BayesianPersonalizedRanking(
+            return BayesianPersonalizedRanking(
                 factors=self.factors, learning_rate=self.lr, regularization=self.lam,
                 iterations=self.iterations, num_threads=self.num_threads, random_state=seed)
-            model.fit(X.astype(np.float32), show_progress=False)
-        self.user_factors_ = np.asarray(model.user_factors, dtype=np.float64)
-        self.item_factors_ = np.asarray(model.item_factors, dtype=np.float64)
+
+        self.user_factors_, self.item_factors_ = _fit_implicit(make, X, self.rng)
 
     def _score(self, users):
         return self.user_factors_[users] @ self.item_factors_.T
