@@ -83,7 +83,6 @@ def test_sampling_cost_by_hand(results):
     for m in results["ch08_models"]:
         costs = results["ch08_costs"][m]
         assert len(costs) == 4
-        r = np.array(results["ch08_first_adaptive_ranks"][m])
         s = np.array(results["ch08_first_adaptive_sizes"][m])
         # C_0 = M n_0 / m_0 is the same for the pooled draws up to sampling noise: bounded by the
         # first repeat's value within a generous factor, and exactly >= n_0
