@@ -355,3 +355,70 @@ def test_fast_and_strict_parsers_agree(tmp_path):
     # a float in an integer column makes the fast parser give up (the strict one reports it)
     assert D._parse_fast(text + "1::2.5::3::4\n", "::", 0, 4, "iifi") is None
     assert D._parse_fast(text + "1::2::3\n", "::", 0, 4, "iifi") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# TORS-shaped catalogues (Li et al. 2024, Table 2)
+# ---------------------------------------------------------------------------------------------
+TORS_TABLE2 = {  # users, items, interactions as printed in TORS Table 2
+    "sim-pinterest20": (55_187, 9_916, 1_463_581),
+    "sim-yelp": (25_677, 25_815, 696_865),
+    "sim-ml20m": (136_677, 20_720, 9_990_682),
+}
+
+
+@pytest.mark.parametrize("name", ["sim-pinterest20", "sim-yelp"])
+def test_tors_shaped_datasets_built_at_full_size(name, tmp_path):
+    """The two smaller catalogues are generated at full size (a second or two each): exactly the
+    users, items and interactions of TORS Table 2, no duplicate pair, every item observed."""
+    users, items, interactions = TORS_TABLE2[name]
+    df = D.load_dataset(name)
+    assert df["user"].nunique() == users and D.n_users_of(df) == users
+    assert df["item"].nunique() == items and D.n_items_of(df) == items
+    assert len(df) == interactions and not df.duplicated(["user", "item"]).any()
+    assert np.bincount(df["user"]).min() >= D.DATASETS[name].min_profile
+    assert np.all(np.diff(df["user"].to_numpy()) >= 0)
+    assert np.all(df.groupby("user")["timestamp"].diff().dropna() > 0)
+    # cached, keyed on the configuration; the truth is the observed pairs
+    files = list((tmp_path / "cache" / "datasets").glob(f"{name}-*.npz"))
+    assert len(files) == 1
+    pd.testing.assert_frame_equal(D.load_dataset(name), df)
+    truth = D.load_truth(name)
+    assert len(truth) == interactions
+    assert set(zip(truth["user"][:1000], truth["item"][:1000])) <= set(zip(df["user"], df["item"]))
+    s = D.dataset_summary(df)
+    assert 0.5 <= s["gini"] <= 0.8  # the long-tailed popularity stated in data/README.md
+
+
+def test_tors_shaped_ml20m_shape():
+    """sim-ml20m (ten million interactions) is not generated here: its configuration is Table 2's,
+    and its profile sizes, which fix the interaction count, are computed at full size (exact sum,
+    within bounds); the generator's exactness is checked on a scaled copy of the configuration."""
+    users, items, interactions = TORS_TABLE2["sim-ml20m"]
+    c = D.DATASETS["sim-ml20m"]
+    assert (c.n_users, c.n_items, c.n_interactions) == (users, items, interactions)
+    from itemsampling.data.simulator import _profile_sizes
+
+    size = _profile_sizes(c.validate(), np.random.default_rng(c.seed))
+    assert size.size == users and int(size.sum()) == interactions
+    assert size.min() >= c.min_profile and size.max() <= int(c.max_profile_share * items)
+    small = dataclasses.replace(c, n_users=users // 50, n_interactions=interactions // 50, n_items=items // 10)
+    df = D.simulate_shaped(small).observed
+    assert df["user"].nunique() == small.n_users and df["item"].nunique() == small.n_items
+    assert len(df) == small.n_interactions and not df.duplicated(["user", "item"]).any()
+
+
+def test_shaped_config_validates():
+    with pytest.raises(ValueError, match="n_interactions must be"):
+        D.ShapedConfig(n_users=10, n_items=100, n_interactions=50).validate()  # < 10 users x 20
+    with pytest.raises(ValueError, match="max_profile_share"):
+        D.ShapedConfig(n_users=10, n_items=100, n_interactions=300, max_profile_share=0.0).validate()
+    with pytest.raises(ValueError, match="zipf"):
+        D.ShapedConfig(n_users=10, n_items=100, n_interactions=300, zipf=-1.0).validate()
+    with pytest.raises(ValueError, match="config must be a ShapedConfig"):
+        D.simulate_shaped(SMALL)
+    # deterministic given the seed, and exactly the requested shape on a tiny catalogue
+    tiny = D.ShapedConfig(n_users=40, n_items=120, n_interactions=1_000, min_profile=5, seed=7)
+    a, b = D.simulate_shaped(tiny).observed, D.simulate_shaped(tiny).observed
+    pd.testing.assert_frame_equal(a, b)
+    assert len(a) == 1_000 and a["item"].nunique() == 120 and a["user"].nunique() == 40

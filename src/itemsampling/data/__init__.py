@@ -18,7 +18,9 @@ Every loader returns a pandas DataFrame with the columns ``user, item, rating, t
 The simulated datasets ``sim-ml100k`` and ``sim-ml1m`` follow the LDA true-preference model of
 Ihemelandu & Ekstrand 2023, Sec. IV (after Tian & Ekstrand 2020); see :func:`simulate` and
 ``data/README.md`` for the calibration. They are generated deterministically on first use and
-cached under ``data/cache/`` (atomic writes).
+cached under ``data/cache/`` (atomic writes). The TORS-shaped catalogues ``sim-pinterest20``,
+``sim-yelp`` and ``sim-ml20m`` have exactly the users, items and interactions of Li et al. 2024
+(TORS), Table 2 (:class:`ShapedConfig`, :func:`simulate_shaped`).
 
 The subpackage is split by role: :mod:`.simulator` (simulator and embedded datasets),
 :mod:`.loaders` (real files, download), :mod:`.frames` (splits, statistics), :mod:`.cache`
@@ -33,14 +35,16 @@ from .frames import (COLUMNS, dataset_summary, gini, holdout_fraction, item_coun
                      n_items_of, n_users_of)
 from .loaders import (MOVIELENS_ARCHIVES, _parse_fast, _parse_rows, fetch_movielens, load_movielens,
                       load_ncf)
-from .simulator import (DATASETS, Simulation, SimulationConfig, load_dataset, load_simulation,
-                        load_truth, simulate)
+from .simulator import (DATASETS, ShapedConfig, Simulation, SimulationConfig, load_dataset, load_simulation,
+                        load_truth, simulate, simulate_shaped)
 
 __all__ = [
     "SimulationConfig",
+    "ShapedConfig",
     "Simulation",
     "DATASETS",
     "simulate",
+    "simulate_shaped",
     "load_dataset",
     "load_simulation",
     "load_truth",
