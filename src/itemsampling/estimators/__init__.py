@@ -47,6 +47,7 @@ __all__ = [
     "bootstrap_metric",
     "bootstrap_metrics",
     "compare_estimates",
+    "estimate_metric_weighted",
 ]
 
 #: Methods accepted by :func:`estimate_metric`.
@@ -391,3 +392,6 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
         est = _estimate(r, N, n, metrics, ks, meth, _route(meth, params), cache)
         out[meth] = {m: (est[i] if seq else float(est[i, 0])) for i, m in enumerate(metrics)}
     return out
+
+
+from .weighted import estimate_metric_weighted  # noqa: E402  (popularity-weighted decoys, Chapter 11)

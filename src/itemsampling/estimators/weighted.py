@@ -1,0 +1,606 @@
+r"""Correcting evaluations with popularity-weighted (non-uniform) decoys.
+
+Beyond the papers of the book (Chapter 11). User :math:`u`'s target has global rank :math:`R_u`
+among the :math:`N` items of its pool; :math:`A_u` is the set of the :math:`R_u - 1` pool items the
+model ranks above it. The :math:`n-1` decoys are drawn from the :math:`N-1` non-target items with
+single-draw probabilities :math:`p_i` (:math:`\sum_{i \ne t_u} p_i = 1`, e.g. :math:`p_i \propto`
+popularity, renormalised over the pool without the target). For each drawn decoy we know
+:math:`p_d` and :math:`a_d = 1[d \in A_u]`.
+
+* **Per-user estimate** (:func:`horvitz_thompson`). With replacement, the Hansen-Hurwitz form of
+  the Horvitz-Thompson estimator :math:`\widehat Y_u = \frac{1}{n-1}\sum_{j=1}^{n-1} a_{d_j}/p_{d_j}`
+  is unbiased for :math:`R_u - 1` (:math:`E[a_d/p_d] = \sum_{i\in A_u} p_i/p_i`), with variance
+  :math:`\frac{1}{n-1}\big(\sum_{i\in A_u} 1/p_i - (R_u-1)^2\big)` (:func:`ht_variance_exact`),
+  estimated without bias by the sample variance of :math:`a_d/p_d` over :math:`n-1`
+  (:func:`ht_variance`). Without replacement (successive sampling, Gumbel-top-k) the inclusion
+  probabilities are not :math:`p_i`; ``design="successive"`` uses Des Raj's (1956) unbiased
+  estimator for ordered draws, :math:`t_1 = a_1/p_1`,
+  :math:`t_j = \sum_{i<j} a_i + a_j (1 - \sum_{i<j} p_i)/p_j`, :math:`\widehat Y = \bar t`.
+* **Metric estimate** (:func:`estimate_metric_weighted`). A top-K metric is non-linear in
+  :math:`R`, so the distribution of :math:`R` is estimated. The count of decoys above the target,
+  :math:`c_u`, is :math:`\mathrm{Binomial}(n-1, \pi_u)` given the *popularity mass above the
+  target* :math:`\pi_u = \sum_{i \in A_u} p_i`; the counts identify the distribution of
+  :math:`\pi` (an NPMLE on a grid of :math:`\pi`, the EM / CNM of Chapter 6 with this binomial
+  kernel), not of :math:`R`. The map :math:`\pi \mapsto R` is supplied by a one-parameter
+  *popularity-tilt* model: item :math:`i` lies above the target with probability
+  :math:`\sigma(\alpha + \beta \log p_i)`, the level :math:`\alpha` set by the user's rank, so
+  :math:`R(\alpha) - 1 = \sum_i \sigma(\alpha + \beta\log p_i)` and
+  :math:`\pi(\alpha) = \sum_i p_i\,\sigma(\alpha + \beta\log p_i)` (:func:`tilt_curve`; the
+  catalogue's popularity profile is estimated from the pooled decoys with weights :math:`1/p_d`,
+  :func:`catalogue_profile`). :math:`\beta = 0` (above-items exchangeable with respect to
+  popularity) gives :math:`\pi = (R-1)/(N-1)`, the uniform kernel of the earlier chapters;
+  :math:`\beta \to \pm\infty` orders the catalogue by popularity. :math:`\beta` is identified by
+  the *identities* of the decoys above the target: given :math:`A_u`, the mean of :math:`1/p_d`
+  over the above decoys has expectation :math:`(R_u-1)/\pi_u`, and :math:`\beta` is fitted by
+  matching its mean in each count group :math:`c` to the model's
+  :math:`E[(R-1)/\pi \mid c]` (weighted least squares, :func:`fit_weighted`).
+* **Ranks only** (:func:`rank_only_bounds`): without decoy identities the curve is not identified;
+  the most- and least-popular-first orders bound the metric.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binom
+
+from .._validation import as_rng, check_int, check_real
+from ..metrics import metric_function
+
+__all__ = [
+    "WEIGHTED_METHODS",
+    "WeightedFit",
+    "check_decoys",
+    "horvitz_thompson",
+    "ht_variance",
+    "ht_variance_exact",
+    "tilt_curve",
+    "fit_weighted",
+    "estimate_metric_weighted",
+    "rank_only_bounds",
+    "rank_masks",
+    "draw_weighted_decoys",
+]
+
+#: Methods of :func:`estimate_metric_weighted`: the ratio-curve correction, the uniform kernel (the
+#: uniform-kernel MLE applied to the counts) and the uncorrected metric.
+WEIGHTED_METHODS = ("ratio", "uniform", "sampled")
+DESIGNS = ("with_replacement", "successive")
+
+
+# ---------------------------------------------------------------------------------------------
+# input
+# ---------------------------------------------------------------------------------------------
+def check_decoys(decoy_probs, decoy_above):
+    """Validate ``decoy_probs`` (float, ``(M, n-1)``, every entry in (0, 1]) and ``decoy_above``
+    (boolean or 0/1 integers, same shape); return ``(float64 array, bool array)``. Ragged rows,
+    probabilities outside (0, 1], NaN and non-boolean flags are refused with a ``ValueError`` that
+    names the argument."""
+    arrays = []
+    for name, value in (("decoy_probs", decoy_probs), ("decoy_above", decoy_above)):
+        if isinstance(value, str):
+            raise ValueError(f"{name} must be a 2-d array (M users x n-1 decoys), got a string")
+        try:
+            a = np.asarray(value)
+        except ValueError as exc:
+            raise ValueError(f"{name} must be a rectangular 2-d array (M users x n-1 decoys): every row must "
+                             f"hold the same number of decoys ({exc})") from None
+        if a.dtype == object:
+            raise ValueError(f"{name} must be a rectangular 2-d array (M users x n-1 decoys) of numbers: every "
+                             "row must hold the same number of decoys")
+        if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
+            raise ValueError(f"{name} must be a 2-d array (M users x n-1 decoys) with M >= 1 and n-1 >= 1, "
+                             f"got shape {a.shape}")
+        arrays.append(a)
+    p, a = arrays
+    if p.dtype.kind not in "fiu" or p.dtype == bool:
+        raise ValueError(f"decoy_probs must hold numbers in (0, 1], got dtype {p.dtype}")
+    p = p.astype(np.float64)
+    if not np.all(np.isfinite(p)):
+        raise ValueError("decoy_probs must hold probabilities in (0, 1]; found NaN or infinite values")
+    if np.any(p <= 0) or np.any(p > 1):
+        bad = p[(p <= 0) | (p > 1)][0]
+        raise ValueError(f"decoy_probs must hold probabilities in (0, 1] (a drawn decoy has a positive "
+                         f"probability), got {bad!r}")
+    if a.shape != p.shape:
+        raise ValueError(f"decoy_above must have the shape of decoy_probs {p.shape}, got {a.shape}")
+    if a.dtype != bool:
+        if a.dtype.kind not in "iu" or np.any((a != 0) & (a != 1)):
+            raise ValueError(f"decoy_above must be boolean (True/False or 0/1: did the decoy score above the "
+                             f"target?), got dtype {a.dtype}" + (f" with value {a[(a != 0) & (a != 1)][0]!r}"
+                                                                  if a.dtype.kind in "iuf" else ""))
+        a = a.astype(bool)
+    return p, a
+
+
+def _check_design(design) -> str:
+    if not isinstance(design, str) or design not in DESIGNS:
+        raise ValueError(f"design must be one of {list(DESIGNS)}, got {design!r}")
+    return design
+
+
+# ---------------------------------------------------------------------------------------------
+# per-user estimates
+# ---------------------------------------------------------------------------------------------
+def _terms(p, a, design):
+    """The per-draw terms whose mean is the estimate: ``a/p`` (with replacement) or Des Raj's
+    :math:`t_j` (successive sampling)."""
+    z = a / p
+    if design == "with_replacement":
+        return z
+    cum_a = np.cumsum(a, axis=1) - a          # sum_{i<j} a_i
+    cum_p = np.cumsum(p, axis=1) - p          # sum_{i<j} p_i
+    if np.any(cum_p >= 1 - 1e-12):
+        raise ValueError("decoy_probs: with design 'successive' the probabilities of the earlier draws of a row "
+                         "must sum to less than 1 (single-draw probabilities of distinct items)")
+    return cum_a + z * (1.0 - cum_p)
+
+
+def horvitz_thompson(decoy_probs, decoy_above, design: str = "with_replacement") -> np.ndarray:
+    r"""Per-user unbiased estimate of :math:`R_u - 1`, the number of items above the target.
+
+    ``design="with_replacement"``: :math:`\widehat Y_u = \frac1{n-1}\sum_j a_j/p_j`
+    (Hansen & Hurwitz 1943; the Horvitz-Thompson sum over the decoys ranked above the target).
+    ``design="successive"`` (draws without replacement, each proportional to :math:`p` among the
+    remaining items, in draw order; ``decoy_probs`` hold the single-draw probabilities of the first
+    draw): Des Raj (1956), :math:`\widehat Y_u = \frac1{n-1}\sum_j t_j`,
+    :math:`t_j = \sum_{i<j} a_i + a_j (1-\sum_{i<j} p_i)/p_j`. Both unbiased for every fixed
+    :math:`A_u`, provided every item above the target has :math:`p_i > 0`."""
+    p, a = check_decoys(decoy_probs, decoy_above)
+    return _terms(p, a, _check_design(design)).mean(axis=1)
+
+
+def ht_variance(decoy_probs, decoy_above, design: str = "with_replacement") -> np.ndarray:
+    r"""Unbiased estimate of :math:`\mathrm{Var}[\widehat Y_u]`: the sample variance of the terms
+    of :func:`horvitz_thompson` divided by :math:`n-1` (their mean is over :math:`n-1` draws;
+    independent with replacement, uncorrelated for Des Raj's :math:`t_j`). Needs :math:`n-1 \ge 2`."""
+    p, a = check_decoys(decoy_probs, decoy_above)
+    if p.shape[1] < 2:
+        raise ValueError("decoy_probs must have at least 2 decoys per row to estimate a variance")
+    t = _terms(p, a, _check_design(design))
+    return t.var(axis=1, ddof=1) / t.shape[1]
+
+
+def ht_variance_exact(probs, above, n_decoys: int) -> float:
+    r"""Closed-form variance of the with-replacement estimator for one user:
+    :math:`\mathrm{Var}[\widehat Y] = \frac{1}{n-1}\big(\sum_{i\in A} 1/p_i - |A|^2\big)`, ``probs``
+    the single-draw probabilities of the :math:`N-1` non-target items (summing to 1), ``above``
+    their membership of :math:`A`."""
+    p = np.asarray(probs, dtype=np.float64)
+    a = np.asarray(above)
+    if p.ndim != 1 or a.shape != p.shape or a.dtype != bool:
+        raise ValueError("probs must be a 1-d array and above a boolean array of the same shape")
+    if np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
+        raise ValueError("probs must be positive and sum to 1")
+    m = check_int(n_decoys, "n_decoys", low=1)
+    return float((np.sum(1.0 / p[a]) - a.sum() ** 2) / m)
+
+
+# ---------------------------------------------------------------------------------------------
+# the popularity-tilt model
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CatalogueProfile:
+    """Popularity profile of the non-target catalogue in ``B`` bins of :math:`\\log p`: ``counts``
+    (estimated number of items per bin, whole numbers summing to about ``n_items - 1``), ``probs`` (their mean
+    single-draw probability) and ``log_probs``."""
+
+    counts: np.ndarray
+    probs: np.ndarray
+    log_probs: np.ndarray
+
+
+def _centred(profile):
+    w, lp = profile.counts, profile.log_probs
+    x = lp - np.average(lp, weights=w)
+    mass = w * profile.probs
+    return x, w, mass / mass.sum(), w.sum()
+
+
+def _alpha_table(t, x, w, mass, N1, n_alpha=4001):
+    """alpha grid and the increasing pi(alpha), R(alpha) - 1 on it (pi = 0 and 1 appended)."""
+    span = 40.0 + abs(t) * np.abs(x).max()
+    al = np.linspace(-span, span, n_alpha)
+    s = 1.0 / (1.0 + np.exp(-(al[:, None] + t * x[None, :])))
+    return (np.concatenate([[-np.inf], al, [np.inf]]), np.concatenate([[0.0], s @ mass, [1.0]]),
+            np.concatenate([[0.0], s @ w, [N1]]))
+
+
+def tilt_curve(pi, tilt, profile: CatalogueProfile, n_alpha: int = 4001) -> np.ndarray:
+    r"""The rank :math:`R(\pi)` of a target with popularity mass :math:`\pi` above it under the
+    popularity-tilt model with :math:`\beta` = ``tilt``: item :math:`i` lies above the target with
+    probability :math:`\sigma(\alpha + \beta x_i)`, :math:`x_i = \log p_i` (centred), so
+    :math:`\pi(\alpha) = \sum_b N_b\,p_b\,\sigma(\alpha + \beta x_b)` and
+    :math:`R(\alpha) = 1 + \sum_b N_b\,\sigma(\alpha + \beta x_b)`, both increasing in
+    :math:`\alpha`; :math:`R(\pi)` is read off by linear interpolation on a fine grid of
+    :math:`\alpha` (``n_alpha`` points; :math:`\pi = 0` gives :math:`R = 1`, :math:`\pi = 1` gives
+    :math:`N`). ``pi`` is 1-d; ``tilt`` a number or a 1-d array (result ``(len(tilt), len(pi))``);
+    ``+inf`` / ``-inf`` order the catalogue from the most / least popular item (the bounds of
+    :func:`rank_only_bounds`)."""
+    pi = np.asarray(pi, dtype=np.float64)
+    tilts = np.atleast_1d(np.asarray(tilt, dtype=np.float64))
+    scalar = np.ndim(tilt) == 0
+    x, w, mass, N1 = _centred(profile)
+    out = np.empty((tilts.size, pi.size))
+    for i, t in enumerate(tilts):
+        if np.isfinite(t):
+            al, cm, cn = _alpha_table(t, x, w, mass, N1, n_alpha)
+        else:
+            order = np.argsort(-np.sign(t) * x, kind="stable")
+            cm = np.concatenate([[0.0], np.cumsum(mass[order])])
+            cn = np.concatenate([[0.0], np.cumsum(w[order])])
+            cm[-1] = 1.0
+        out[i] = 1.0 + np.interp(pi, cm, cn)
+    return out[0] if scalar else out
+
+
+def _pi_grid(n_items: int, p_min: float, n_lin: int = 200, n_geo: int = 240) -> np.ndarray:
+    """Support of the distribution of :math:`\\pi`: 0 (the target on top), the lattice
+    :math:`j/(N-1)` for :math:`j \\le` ``n_lin`` (so equal probabilities reproduce the uniform
+    kernel on ranks 1..n_lin+1 exactly), geometric steps to 1, and geometric steps down to the
+    smallest possible positive mass, ``p_min`` (one item, the least popular)."""
+    N1 = n_items - 1
+    j = np.arange(0, min(N1, n_lin) + 1) / N1
+    parts = [j]
+    if N1 > n_lin:
+        parts.append(np.geomspace(j[-1], 1.0, n_geo))
+    if p_min < 1.0 / N1 * (1 - 1e-9):
+        parts.append(np.geomspace(p_min, 1.0 / N1, 24))
+    g = np.unique(np.concatenate(parts))
+    return g[(g == 0) | (g >= p_min * (1 - 1e-9))]
+
+
+def _count_kernel(grid, n_dec, cols):
+    return binom.pmf(cols[None, :], n_dec, grid[:, None])
+
+
+def _cnm(counts, K):
+    from .distribution import _mle_cnm_impl, _single_blas_thread
+
+    with _single_blas_thread(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return _mle_cnm_impl(counts, K, tol=1e-10).distribution
+        except Warning:
+            pass
+    from .bootstrap import batch_em
+
+    return batch_em(counts[None, :], K, tol=1e-12, max_iter=100_000)[0][0]
+
+
+def _interp_metric(R, metric, ks, N):
+    """:math:`F` at real-valued ranks, linear between neighbouring integer ranks: (len(ks), ...)."""
+    R = np.clip(R, 1.0, N)
+    lo = np.floor(R).astype(np.int64)
+    fr = R - lo
+    hi = np.minimum(lo + 1, N)
+    out = []
+    for k in ks:
+        F = metric_function(metric, k, N)
+        out.append((1 - fr) * F(lo) + fr * F(hi))
+    return np.array(out)
+
+
+@dataclass(frozen=True)
+class WeightedFit:
+    r"""A fitted ratio-curve model: ``pi_grid`` (support of :math:`\pi`), ``pi_weights`` (the NPMLE
+    of its distribution), ``ranks`` (:math:`R(\pi)` on the grid, real-valued) and ``groups`` (per
+    count :math:`c`: users, mean of :math:`(n-1)\widehat Y_u/c_u`, its standard error, the model's
+    value, the knots and the fitted ratios; empty for ``"uniform"``)."""
+
+    pi_grid: np.ndarray
+    pi_weights: np.ndarray
+    ranks: np.ndarray
+    groups: dict
+    n_items: int
+
+    def rank_distribution(self) -> np.ndarray:
+        """:math:`\widehat P(R)` over R = 1..N (the mass at a real-valued rank split linearly)."""
+        R = np.clip(self.ranks, 1.0, self.n_items)
+        lo = np.floor(R).astype(np.int64)
+        fr = R - lo
+        P = np.bincount(lo - 1, weights=self.pi_weights * (1 - fr), minlength=self.n_items)
+        P += np.bincount(np.minimum(lo, self.n_items - 1), weights=self.pi_weights * fr, minlength=self.n_items)
+        return P[:self.n_items]
+
+
+def _hat_basis(x, knots):
+    """Piecewise-linear hat functions on ``knots`` evaluated at ``x`` (constant beyond the ends)."""
+    xc = np.clip(x, knots[0], knots[-1])
+    H = np.zeros((x.size, knots.size))
+    if knots.size == 1:
+        H[:, 0] = 1.0
+        return H
+    i = np.clip(np.searchsorted(knots, xc, side="right") - 1, 0, knots.size - 2)
+    fr = (xc - knots[i]) / (knots[i + 1] - knots[i])
+    H[np.arange(x.size), i] = 1 - fr
+    H[np.arange(x.size), i + 1] += fr
+    return H
+
+
+class _Problem:
+    """Everything about one data set that does not change under a user bootstrap."""
+
+    def __init__(self, p, a, N, design, uniform, n_knots=10):
+        self.N = N
+        self.n_dec = p.shape[1]
+        self.c = a.sum(axis=1)
+        self.cols = np.unique(self.c)
+        self.col_of = np.searchsorted(self.cols, self.c)
+        self.grid = _pi_grid(N, float(p.min()))
+        self.K = _count_kernel(self.grid, self.n_dec, self.cols)
+        y = _terms(p, a, design).mean(axis=1)
+        pos = self.c > 0
+        self.h = np.zeros(p.shape[0])
+        self.h[pos] = y[pos] * self.n_dec / self.c[pos]   # estimates (R_u - 1)/pi_u given A_u
+        self.uniform = bool(uniform) or np.ptp(p) == 0     # equal probabilities: the ratio is N - 1
+        kc = np.unique(np.round(np.geomspace(1, self.n_dec, n_knots)))
+        self.knots = np.log(kc / self.n_dec)
+        lg = np.log(np.where(self.grid > 0, self.grid, 1.0))
+        self.H = _hat_basis(lg, self.knots)
+        self.H[self.grid == 0] = 0.0
+
+    def counts(self, w):
+        return np.bincount(self.col_of, weights=w, minlength=self.cols.size)
+
+    def moments(self, w):
+        """Per count column: users, mean of h and the variance of that mean (count >= 1, >= 2 users)."""
+        m = self.counts(w)
+        s1 = np.bincount(self.col_of, weights=w * self.h, minlength=self.cols.size)
+        s2 = np.bincount(self.col_of, weights=w * self.h ** 2, minlength=self.cols.size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = s1 / m
+            var = (s2 - m * mean ** 2) / (m - 1) / m
+        ok = (self.cols > 0) & (m >= 2) & (var > 0)
+        return m, mean, var, ok
+
+    def fit(self, w):
+        """(pi weights, R on the pi grid, groups) for user weights ``w``."""
+        return self.finish(_cnm(self.counts(w), self.K), w)
+
+    def finish(self, P, w):
+        if self.uniform:
+            return P, 1.0 + (self.N - 1) * self.grid, None
+        from scipy.optimize import nnls
+
+        m, mean, var, ok = self.moments(w)
+        if not np.any(ok):
+            raise ValueError("decoy_above: the ratio curve cannot be fitted: no count of decoys above the target "
+                             ">= 1 is shared by two users with different estimates")
+        post = P[None, :] * self.K[:, ok].T            # (C_ok, J): posterior of pi given the count
+        post /= post.sum(axis=1, keepdims=True)
+        X = post @ self.H                              # (C_ok, knots)
+        sw = 1.0 / np.sqrt(var[ok])
+        used = X.sum(axis=0) > 1e-12
+        coef = np.zeros(self.knots.size)
+        coef[used] = nnls(X[:, used] * sw[:, None], mean[ok] * sw)[0]
+        if not np.all(used):  # knots no group informs: the nearest informed knot's value
+            iu = np.flatnonzero(used)
+            coef = coef[iu[np.abs(np.arange(coef.size)[:, None] - iu[None, :]).argmin(axis=1)]]
+        rho = self.H @ coef
+        R = np.minimum(np.maximum.accumulate(1.0 + self.grid * rho), self.N)
+        groups = {"count": self.cols[ok], "users": m[ok], "mean": mean[ok], "se": np.sqrt(var[ok]),
+                  "model": X @ coef, "knots": np.exp(self.knots), "ratio": coef}
+        return P, R, groups
+
+    def value(self, P, R, metric, ks):
+        return _interp_metric(R, metric, ks, self.N) @ P
+
+
+def _prepare(decoy_probs, decoy_above, n_items, design):
+    p, a = check_decoys(decoy_probs, decoy_above)
+    N = check_int(n_items, "n_items", low=2)
+    design = _check_design(design)
+    if design == "successive" and p.shape[1] > N - 1:
+        raise ValueError(f"decoy_probs: without replacement at most n_items - 1 = {N - 1} decoys per user, "
+                         f"got {p.shape[1]}")
+    return p, a, N, design
+
+
+def fit_weighted(decoy_probs, decoy_above, n_items: int, design: str = "with_replacement",
+                 method: str = "ratio") -> WeightedFit:
+    r"""Fit the ratio-curve model (module docstring): the NPMLE of the distribution of the
+    popularity mass above the target, :math:`\pi`, from the counts of decoys above the target
+    (binomial kernel; constrained Newton method of Chapter 6, certified optimum), and the ratio
+    curve :math:`\rho(\pi) = (R-1)/\pi` (``method="ratio"``: piecewise linear in
+    :math:`\log\pi` with knots at :math:`\pi = c/(n-1)` for counts :math:`c` spaced
+    geometrically from 1 to :math:`n-1`, constant beyond them, fitted by non-negative weighted
+    least squares of :math:`E[\rho(\pi) \mid c]` against the mean of
+    :math:`(n-1)\widehat Y_u / c_u` in every count group :math:`c \ge 1` with two or more users;
+    ``"uniform"``: :math:`\rho \equiv N-1`, the uniform kernel). :math:`R(\pi) = 1 + \pi\rho(\pi)`,
+    made non-decreasing."""
+    if method not in ("ratio", "uniform"):
+        raise ValueError(f"method must be 'ratio' or 'uniform', got {method!r}")
+    p, a, N, design = _prepare(decoy_probs, decoy_above, n_items, design)
+    prob = _Problem(p, a, N, design, method == "uniform")
+    P, R, groups = prob.fit(np.ones(p.shape[0]))
+    return WeightedFit(prob.grid, P, R, groups or {}, N)
+
+
+def _ks(k):
+    seq = np.ndim(k) > 0
+    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
+    return ks, seq
+
+
+def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str, k, method: str = "ratio",
+                             ci=None, n_boot: int = 200, rng=None, design: str = "with_replacement"):
+    r"""Estimate a global top-K metric from an evaluation with weighted decoys.
+
+    ``decoy_probs`` and ``decoy_above`` are ``(M, n-1)`` arrays: the single-draw probability of each
+    drawn decoy (renormalised over the user's pool without the target) and whether it scored above
+    the target. ``method``:
+
+    * ``"ratio"`` (default): the ratio-curve correction (:func:`fit_weighted`),
+      :math:`\widehat T = \sum_j \widehat P(\pi_j) F(R(\pi_j))`, :math:`F` interpolated linearly
+      between integer ranks;
+    * ``"uniform"``: :math:`R(\pi) = 1 + (N-1)\pi`, i.e. the uniform-kernel MLE of Chapter 6 (with
+      replacement) applied to the sampled ranks :math:`r_u = 1 + c_u` (the naive estimate);
+    * ``"sampled"``: the uncorrected sampled metric, :math:`\frac1M\sum_u F_n(1 + c_u)`.
+
+    ``design`` as in :func:`horvitz_thompson` (it enters through the ratio curve). With ``ci`` a
+    confidence level in (0, 1) returns a :class:`~itemsampling.estimators.MetricEstimate` from a
+    user bootstrap (``n_boot`` replicates, users resampled with their decoys; the distribution of
+    :math:`\pi` *and* the ratio curve re-estimated in every replicate; percentile interval). ``k``
+    may be a sequence of cut-offs (the fields are then arrays).
+    """
+    from .bootstrap import MetricEstimate, _check_n_boot, check_confidence, percentile_interval
+
+    if not isinstance(method, str) or method not in WEIGHTED_METHODS:
+        raise ValueError(f"method must be one of {list(WEIGHTED_METHODS)}, got {method!r}")
+    p, a, N, design = _prepare(decoy_probs, decoy_above, n_items, design)
+    ks, seq = _ks(k)
+    for kk in ks:
+        metric_function(metric, kk, N)  # validates metric and k
+    conf = None if ci is None else check_confidence(ci)
+    M, n_dec = p.shape
+    c = a.sum(axis=1)
+    if method == "sampled":
+        Fs = np.array([metric_function(metric, kk, n_dec + 1)(1 + c) for kk in ks])   # (len(ks), M)
+        est = Fs.mean(axis=1)
+        if conf is None:
+            return est if seq else float(est[0])
+        n_boot = _check_n_boot(n_boot)
+        W = as_rng(rng).multinomial(M, np.full(M, 1.0 / M), size=n_boot).astype(np.float64)
+        reps = (W @ Fs.T) / M                                                          # (B, len(ks))
+    else:
+        prob = _Problem(p, a, N, design, method == "uniform")
+        P, R, _ = prob.fit(np.ones(M))
+        est = prob.value(P, R, metric, ks)
+        if conf is None:
+            return est if seq else float(est[0])
+        n_boot = _check_n_boot(n_boot)
+        W = as_rng(rng).multinomial(M, np.full(M, 1.0 / M), size=n_boot).astype(np.float64)
+        reps = np.empty((n_boot, len(ks)))
+        for b in range(n_boot):
+            Pb, Rb, _ = prob.fit(W[b])
+            reps[b] = prob.value(Pb, Rb, metric, ks)
+    low, high = percentile_interval(reps, conf, axis=0)
+    if not seq:
+        return MetricEstimate(float(est[0]), float(low[0]), float(high[0]), conf, n_boot, method)
+    return MetricEstimate(est, np.asarray(low), np.asarray(high), conf, n_boot, method)
+
+
+# ---------------------------------------------------------------------------------------------
+# ranks only
+# ---------------------------------------------------------------------------------------------
+def rank_only_bounds(sampled_ranks, popularity, sample_size: int, metric: str, k):
+    r"""Sharp bounds on a metric from sampled ranks alone, when the decoys were drawn with
+    replacement with :math:`p_i \propto` ``popularity`` (one weight per non-target item, all
+    positive) but their identities are lost. The ranks identify the distribution of the mass
+    :math:`\pi` above the target (NPMLE with the binomial kernel), not the map to :math:`R`: any
+    increasing map is consistent with them. The most-popular-first order gives every :math:`\pi`
+    the smallest rank (upper bound), the least-popular-first order the largest (lower bound).
+    Returns ``(low, estimate_with_tilt_0, high)``, the middle value being the uniform-kernel MLE."""
+    w = np.asarray(popularity, dtype=np.float64)
+    if w.ndim != 1 or w.size < 1 or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ValueError("popularity must be a 1-d array of positive finite weights, one per non-target item")
+    N = w.size + 1
+    n = check_int(sample_size, "sample_size", low=2)
+    from .._validation import check_ranks
+
+    r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
+    ks, seq = _ks(k)
+    pr = w / w.sum()
+    # the exact profile: every item its own bin
+    vals, inv = np.unique(pr, return_inverse=True)
+    prof = CatalogueProfile(np.bincount(inv).astype(np.float64), vals, np.log(vals))
+    grid = _pi_grid(N, float(pr.min()))
+    cols = np.unique(r - 1)
+    K = _count_kernel(grid, n - 1, cols)
+    P = _cnm(np.bincount(np.searchsorted(cols, r - 1), minlength=cols.size).astype(np.float64), K)
+    out = [(_interp_metric(tilt_curve(grid, t, prof), metric, ks, N) @ P) for t in (-np.inf, 0.0, np.inf)]
+    if seq:
+        return tuple(out)
+    return tuple(float(o[0]) for o in out)
+
+
+# ---------------------------------------------------------------------------------------------
+# data: which items lie above the target, and weighted decoy draws
+# ---------------------------------------------------------------------------------------------
+def rank_masks(model, train, test, rng=None, batch_size: int = 512):
+    r"""For one held-out item per user (rows of ``test``): ``above`` (boolean ``(M, N)``, the pool
+    items the model ranks above the target, ties broken at random) and ``excluded`` (the user's
+    training items and the target: never a decoy). :math:`R_u = 1 +` ``above[u].sum()``, the
+    convention of :func:`itemsampling.candidates.target_ranks`."""
+    from .._validation import check_memory
+    from ..ranking import _check_inputs, _train_csr
+
+    tu, ti, N = _check_inputs(model, train, test)
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    check_memory(2 * tu.size * N, "the above / excluded masks", "test")
+    gen = as_rng(rng)
+    X = _train_csr(train, model.n_users_, N)
+    above = np.empty((tu.size, N), dtype=bool)
+    excluded = np.empty((tu.size, N), dtype=bool)
+    for s in range(0, tu.size, batch_size):
+        u, t = tu[s:s + batch_size], ti[s:s + batch_size]
+        b = np.arange(u.size)
+        S = model.score(u)
+        blocked = X[u].toarray() > 0
+        blocked[b, t] = False
+        tie = gen.random(S.shape)
+        ab = (S > S[b, t][:, None]) | ((S == S[b, t][:, None]) & (tie < tie[b, t][:, None]))
+        ab[b, t] = False
+        ab &= ~blocked
+        blocked[b, t] = True
+        above[s:s + u.size] = ab
+        excluded[s:s + u.size] = blocked
+    return above, excluded
+
+
+def draw_weighted_decoys(above, excluded, popularity, n_decoys: int, replacement: bool = True, rng=None,
+                         batch_size: int = 1024):
+    r"""Draw ``n_decoys`` decoys per user from the items not ``excluded`` with single-draw
+    probabilities :math:`p_i = w_i / \sum_{j \notin \mathrm{excluded}} w_j` (``popularity`` =
+    :math:`w`; items of weight 0 are never drawn). ``replacement=True``: independent draws;
+    ``False``: successive sampling (Gumbel-top-k, as :func:`itemsampling.candidates.draw_decoys`),
+    columns in draw order. Returns ``(decoy_probs, decoy_above)``, the input of
+    :func:`estimate_metric_weighted` (``decoy_probs`` are the single-draw probabilities)."""
+    from .._validation import check_bool
+
+    above = np.asarray(above, dtype=bool)
+    excluded = np.asarray(excluded, dtype=bool)
+    if above.ndim != 2 or excluded.shape != above.shape:
+        raise ValueError("above and excluded must be boolean (M, N) arrays of the same shape")
+    w = np.asarray(popularity, dtype=np.float64)
+    if w.shape != (above.shape[1],) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"popularity must hold {above.shape[1]} non-negative finite weights")
+    d = check_int(n_decoys, "n_decoys", low=1)
+    replacement = check_bool(replacement, "replacement")
+    gen = as_rng(rng)
+    M, N = above.shape
+    elig = ~excluded & (w[None, :] > 0)
+    if not replacement and elig.sum(axis=1).min() < d:
+        raise ValueError(f"n_decoys must be <= {int(elig.sum(axis=1).min())} (the smallest pool), got {d}")
+    if not np.all(elig.any(axis=1)):
+        raise ValueError("every user needs at least one eligible decoy of positive popularity")
+    probs = np.empty((M, d))
+    ab = np.empty((M, d), dtype=bool)
+    for s in range(0, M, batch_size):
+        rows = slice(s, s + batch_size)
+        W = np.where(elig[rows], w[None, :], 0.0)
+        tot = W.sum(axis=1, keepdims=True)
+        b = W.shape[0]
+        if replacement:
+            cum = np.cumsum(W / tot, axis=1)
+            cum[:, -1] = 1.0
+            off = np.arange(b)[:, None]
+            u = gen.random((b, d))
+            dec = np.searchsorted((cum + off).ravel(), (u + off).ravel(), side="right").reshape(b, d) - off * N
+            dec = np.minimum(dec, N - 1)
+            # guard against landing on a zero-weight item through rounding
+            bad = W[np.arange(b)[:, None], dec] == 0
+            if np.any(bad):
+                dec[bad] = np.argmax(W, axis=1)[np.nonzero(bad)[0]]
+        else:
+            with np.errstate(divide="ignore"):
+                keys = np.log(W) + gen.gumbel(size=W.shape)
+            part = np.argpartition(-keys, d - 1, axis=1)[:, :d]
+            kd = np.take_along_axis(keys, part, axis=1)
+            dec = np.take_along_axis(part, np.argsort(-kd, axis=1, kind="stable"), axis=1)
+        probs[rows] = np.take_along_axis(W, dec, axis=1) / tot
+        ab[rows] = np.take_along_axis(above[rows], dec, axis=1)
+    return probs, ab
