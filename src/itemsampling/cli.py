@@ -589,6 +589,9 @@ def _build_parser():
     e.add_argument("--model-column", default=None, help="name of the model column (default: model)")
     e.add_argument("--user-column", default=None, help="name of the user column (default: user or user_id)")
     e.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    e.add_argument("--weighted", action="store_true",
+                   help="FILE is a long file of weighted decoys (columns user, prob, above; one row per decoy): "
+                        "correct a popularity-sampled evaluation (the book's chapter 11)")
     sub.add_parser("run", add_help=False, help="rerun a chapter: python -m itemsampling run NOTEBOOK -p NAME VALUE ...")
     sub.add_parser("data", add_help=False, help="datasets: python -m itemsampling data fetch|summary ...")
     return p
@@ -599,6 +602,10 @@ def _estimate(args) -> int:
         raise InputError(f"--ci must be a confidence level in (0, 1), e.g. 0.95; got {args.ci}")
     if args.n_boot < 2:
         raise InputError(f"--n-boot must be an integer >= 2, got {args.n_boot}")
+    if args.weighted:
+        from .estimators.weighted import estimate_weighted_file
+
+        return estimate_weighted_file(args)
     params = {}
     if args.method in ("bv", "bv_mle", "bv_mes"):
         params["gamma"] = 0.1 if args.gamma is None else args.gamma
