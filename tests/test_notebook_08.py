@@ -13,6 +13,7 @@ from itemsampling.run import run_notebook
 
 NB = Path(__file__).resolve().parents[1] / "notebooks" / "08-adaptive-sampling.md"
 N, USERS, N0, NMAX, NFIX, REPS, MAXK = 400, 1000, 10, 80, 40, 2, 20
+CAT_FIX, CAT_MAX = 40, 160  # the catalogue section on sim-ml100k (N = 1,682, M = 943)
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,10 @@ def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("ch08")
     params = {"dataset": "synthetic", "synthetic_items": N, "synthetic_users": USERS, "initial_size": N0,
               "max_size": NMAX, "fixed_size": NFIX, "n_repeats": REPS, "max_k": MAXK, "winner_ks": [5, 10],
-              "seed": 4}
+              "seed": 4, "catalogues": ["sim-ml100k"], "catalogue_models": ["popular", "svd8"],
+              "catalogue_fixed_sizes": [CAT_FIX], "catalogue_max_size": CAT_MAX, "catalogue_repeats": REPS,
+              "nm_items": [200, 400], "nm_users": [300, 600], "nm_fixed_users": 300, "nm_fixed_items": 400,
+              "nm_repeats": REPS}
     return run_notebook(NB, params, out, progress=False)["results"]
 
 
@@ -179,3 +183,49 @@ def test_conditional_sentences(results):
     assert ("smaller blind spot" in results["ch08_catalogue_text"]) == (res < min(tors))
     assert ("suggests the largest size" in results["ch08_cost_finding"]) == \
         all(v == NMAX for v in results["ch08_suggested_max"].values())
+
+
+def test_table5_catalogues_recomputed(results):
+    """ch08_table5_catalogues has the issue's structure, and every entry is recomputed from the
+    recorded per-repeat relative errors (best fixed = smallest mean of the four, paired SE of
+    adaptive minus it); N and M are sim-ml100k's."""
+    from itemsampling.data import DATASETS
+
+    table = results["ch08_table5_catalogues"]
+    per = results["ch08_cat_per_repeat"]
+    assert set(table) == {"sim-ml100k"}
+    entry = table["sim-ml100k"]
+    assert (entry["N"], entry["M"]) == (DATASETS["sim-ml100k"].n_items, DATASETS["sim-ml100k"].n_users)
+    assert entry["fixed_size"] == CAT_FIX and entry["max_size"] == CAT_MAX
+    assert entry["initial_size"] == 80  # the largest 160 / 2^t not above N / max_k = 1682 // 20 = 84
+    wins = 0
+    for m, row in entry["models"].items():
+        assert set(row) == {"adaptive_mle", "best_fixed", "best_fixed_name", "average_size", "se_paired"}
+        p = per["sim-ml100k"][m]
+        assert len(p["adaptive"]) == REPS
+        fixed = {lab: np.array(p[lab]) for lab in ("BV_MES", "BV_MLE", "MN_MES", "MN_MLE")}
+        best = min(fixed, key=lambda lab: fixed[lab].mean())
+        assert row["best_fixed_name"] == best
+        assert row["best_fixed"] == pytest.approx(fixed[best].mean(), rel=1e-12)
+        assert row["adaptive_mle"] == pytest.approx(np.mean(p["adaptive"]), rel=1e-12)
+        assert row["average_size"] == pytest.approx(np.mean(p["mean_size"]), rel=1e-12)
+        assert 80 <= row["average_size"] <= CAT_MAX
+        d = np.array(p["adaptive"]) - fixed[best]
+        assert row["se_paired"] == pytest.approx(d.std(ddof=1) / np.sqrt(d.size), rel=1e-10)
+        wins += bool(d.mean() < -2 * row["se_paired"])
+    assert results["ch08_cat_rows"] == len(entry["models"]) == 2
+    assert results["ch08_cat_wins"] == wins
+    assert results["ch08_cat_beats"] == sum(r["adaptive_mle"] < r["best_fixed"] for r in entry["models"].values())
+
+
+def test_n_versus_m_experiment(results):
+    rows = results["ch08_nm_rows"]
+    assert set(rows) == {"N|200|300", "N|400|300", "M|400|300", "M|400|600"}
+    dN = [rows[k]["difference"] for k in ("N|200|300", "N|400|300")]
+    dM = [rows[k]["difference"] for k in ("M|400|300", "M|400|600")]
+    assert results["ch08_nm_span_N"] == pytest.approx(max(dN) - min(dN), rel=1e-12)
+    assert results["ch08_nm_span_M"] == pytest.approx(max(dM) - min(dM), rel=1e-12)
+    for r in rows.values():
+        assert r["difference"] == pytest.approx(r["adaptive_mle"] - r["best_fixed"], rel=1e-9, abs=1e-12)
+    text = results["ch08_nm_finding"]
+    assert ("neither moves it" in text) == (not results["ch08_nm_moves_N"] and not results["ch08_nm_moves_M"])
