@@ -20,27 +20,23 @@ popularity, renormalised over the pool without the target). For each drawn decoy
   :math:`R`, so the distribution of :math:`R` is estimated. The count of decoys above the target,
   :math:`c_u`, is :math:`\mathrm{Binomial}(n-1, \pi_u)` given the *popularity mass above the
   target* :math:`\pi_u = \sum_{i \in A_u} p_i`; the counts identify the distribution of
-  :math:`\pi` (an NPMLE on a grid of :math:`\pi`, the EM / CNM of Chapter 6 with this binomial
-  kernel), not of :math:`R`. The map :math:`\pi \mapsto R` is supplied by a one-parameter
-  *popularity-tilt* model: item :math:`i` lies above the target with probability
-  :math:`\sigma(\alpha + \beta \log p_i)`, the level :math:`\alpha` set by the user's rank, so
-  :math:`R(\alpha) - 1 = \sum_i \sigma(\alpha + \beta\log p_i)` and
-  :math:`\pi(\alpha) = \sum_i p_i\,\sigma(\alpha + \beta\log p_i)` (:func:`tilt_curve`; the
-  catalogue's popularity profile is estimated from the pooled decoys with weights :math:`1/p_d`,
-  :func:`catalogue_profile`). :math:`\beta = 0` (above-items exchangeable with respect to
-  popularity) gives :math:`\pi = (R-1)/(N-1)`, the uniform kernel of the earlier chapters;
-  :math:`\beta \to \pm\infty` orders the catalogue by popularity. :math:`\beta` is identified by
-  the *identities* of the decoys above the target: given :math:`A_u`, the mean of :math:`1/p_d`
-  over the above decoys has expectation :math:`(R_u-1)/\pi_u`, and :math:`\beta` is fitted by
-  matching its mean in each count group :math:`c` to the model's
-  :math:`E[(R-1)/\pi \mid c]` (weighted least squares, :func:`fit_weighted`).
-* **Ranks only** (:func:`rank_only_bounds`): without decoy identities the curve is not identified;
-  the most- and least-popular-first orders bound the metric.
+  :math:`\pi` (its MLE on a grid of :math:`\pi` by the EM of Chapter 6 with this binomial
+  kernel), not of :math:`R`. The map :math:`\pi \mapsto R` comes from the decoys' *identities*:
+  given :math:`A_u`, the above decoys are draws from :math:`A_u` with probabilities
+  :math:`p_i/\pi_u`, so :math:`h_u = (n-1)\widehat Y_u/c_u` (the mean of :math:`1/p_d` over them
+  with replacement) has expectation :math:`\rho_u = (R_u-1)/\pi_u`. The *ratio-curve* model
+  assumes :math:`\rho` is a function of :math:`\pi` shared by the users, piecewise linear in
+  :math:`\log\pi`, fitted by penalised non-negative weighted least squares of the model's
+  :math:`E[\rho(\pi)\mid c]` against the mean of :math:`h_u` in each count group
+  (:func:`fit_weighted`); :math:`R(\pi) = 1 + \pi\rho(\pi)`. With equal probabilities
+  :math:`\rho \equiv N-1` and the estimate is the uniform-kernel MLE of Chapter 6.
+* **Ranks only** (:func:`rank_only_bounds`): without decoy identities the map is not identified;
+  the most- and least-popular-first orders of the catalogue (:func:`tilt_curve` with infinite tilt)
+  bound the metric.
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -256,18 +252,15 @@ def _count_kernel(grid, n_dec, cols):
     return binom.pmf(cols[None, :], n_dec, grid[:, None])
 
 
-def _cnm(counts, K):
-    from .distribution import _mle_cnm_impl, _single_blas_thread
+def _em(counts, K):
+    """The MLE of the mixing weights by Chapter 6's EM (Jin et al. 2021 Eq. 20-21) from uniform
+    weights on the grid, stopped by the package's rule (relative log-likelihood change 1e-6), as
+    ``estimate_metric(..., "mle")`` does: early stopping keeps the estimate smoother than the
+    exact NPMLE, whose few support points starve the top ranks."""
+    from .distribution import _mle_em_impl, _single_blas_thread
 
-    with _single_blas_thread(), warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            return _mle_cnm_impl(counts, K, tol=1e-10).distribution
-        except Warning:
-            pass
-    from .bootstrap import batch_em
-
-    return batch_em(counts[None, :], K, tol=1e-12, max_iter=100_000)[0][0]
+    with _single_blas_thread():
+        return _mle_em_impl(counts, K, tol=1e-6, max_iter=10_000).distribution
 
 
 def _interp_metric(R, metric, ks, N):
@@ -297,7 +290,7 @@ class WeightedFit:
     n_items: int
 
     def rank_distribution(self) -> np.ndarray:
-        """:math:`\widehat P(R)` over R = 1..N (the mass at a real-valued rank split linearly)."""
+        r""":math:`\widehat P(R)` over R = 1..N (the mass at a real-valued rank split linearly)."""
         R = np.clip(self.ranks, 1.0, self.n_items)
         lo = np.floor(R).astype(np.int64)
         fr = R - lo
@@ -349,16 +342,17 @@ class _Problem:
         """Per count column: users, mean of h and the variance of that mean (count >= 1, >= 2 users)."""
         m = self.counts(w)
         s1 = np.bincount(self.col_of, weights=w * self.h, minlength=self.cols.size)
-        s2 = np.bincount(self.col_of, weights=w * self.h ** 2, minlength=self.cols.size)
         with np.errstate(divide="ignore", invalid="ignore"):
             mean = s1 / m
-            var = (s2 - m * mean ** 2) / (m - 1) / m
+            dev = self.h - mean[self.col_of]                 # two-pass: no cancellation
+            s2 = np.bincount(self.col_of, weights=w * dev ** 2, minlength=self.cols.size)
+            var = s2 / (m - 1) / m
         ok = (self.cols > 0) & (m >= 2) & (var > 0)
         return m, mean, var, ok
 
     def fit(self, w):
         """(pi weights, R on the pi grid, groups) for user weights ``w``."""
-        return self.finish(_cnm(self.counts(w), self.K), w)
+        return self.finish(_em(self.counts(w), self.K), w)
 
     def finish(self, P, w):
         if self.uniform:
@@ -372,10 +366,14 @@ class _Problem:
         post = P[None, :] * self.K[:, ok].T            # (C_ok, J): posterior of pi given the count
         post /= post.sum(axis=1, keepdims=True)
         X = post @ self.H                              # (C_ok, knots)
-        sw = 1.0 / np.sqrt(var[ok])
+        se = np.sqrt(var[ok])
         used = X.sum(axis=0) > 1e-12
         coef = np.zeros(self.knots.size)
-        coef[used] = nnls(X[:, used] * sw[:, None], mean[ok] * sw)[0]
+        # weighted least squares, plus a smoothness penalty: a jump of the ratio between neighbouring
+        # knots costs as much as a residual of one (median) standard error
+        Xu = X[:, used] / se[:, None]
+        D = np.diff(np.eye(int(used.sum())), axis=0) / np.median(se)
+        coef[used] = nnls(np.vstack([Xu, D]), np.concatenate([mean[ok] / se, np.zeros(D.shape[0])]))[0]
         if not np.all(used):  # knots no group informs: the nearest informed knot's value
             iu = np.flatnonzero(used)
             coef = coef[iu[np.abs(np.arange(coef.size)[:, None] - iu[None, :]).argmin(axis=1)]]
@@ -403,7 +401,7 @@ def fit_weighted(decoy_probs, decoy_above, n_items: int, design: str = "with_rep
                  method: str = "ratio") -> WeightedFit:
     r"""Fit the ratio-curve model (module docstring): the NPMLE of the distribution of the
     popularity mass above the target, :math:`\pi`, from the counts of decoys above the target
-    (binomial kernel; constrained Newton method of Chapter 6, certified optimum), and the ratio
+    (binomial kernel; Chapter 6's EM from uniform weights on the grid, with its stopping rule), and the ratio
     curve :math:`\rho(\pi) = (R-1)/\pi` (``method="ratio"``: piecewise linear in
     :math:`\log\pi` with knots at :math:`\pi = c/(n-1)` for counts :math:`c` spaced
     geometrically from 1 to :math:`n-1`, constant beyond them, fitted by non-negative weighted
@@ -473,10 +471,15 @@ def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str
             return est if seq else float(est[0])
         n_boot = _check_n_boot(n_boot)
         W = as_rng(rng).multinomial(M, np.full(M, 1.0 / M), size=n_boot).astype(np.float64)
+        from .bootstrap import batch_em
+        from .distribution import _single_blas_thread
+
+        with _single_blas_thread():
+            Ps = batch_em(np.stack([prob.counts(wb) for wb in W]), prob.K, tol=1e-6, max_iter=10_000)[0]
         reps = np.empty((n_boot, len(ks)))
         for b in range(n_boot):
-            Pb, Rb, _ = prob.fit(W[b])
-            reps[b] = prob.value(Pb, Rb, metric, ks)
+            _, Rb, _ = prob.finish(Ps[b], W[b])
+            reps[b] = prob.value(Ps[b], Rb, metric, ks)
     low, high = percentile_interval(reps, conf, axis=0)
     if not seq:
         return MetricEstimate(float(est[0]), float(low[0]), float(high[0]), conf, n_boot, method)
@@ -510,7 +513,7 @@ def rank_only_bounds(sampled_ranks, popularity, sample_size: int, metric: str, k
     grid = _pi_grid(N, float(pr.min()))
     cols = np.unique(r - 1)
     K = _count_kernel(grid, n - 1, cols)
-    P = _cnm(np.bincount(np.searchsorted(cols, r - 1), minlength=cols.size).astype(np.float64), K)
+    P = _em(np.bincount(np.searchsorted(cols, r - 1), minlength=cols.size).astype(np.float64), K)
     out = [(_interp_metric(tilt_curve(grid, t, prof), metric, ks, N) @ P) for t in (-np.inf, 0.0, np.inf)]
     if seq:
         return tuple(out)
