@@ -86,3 +86,17 @@ def test_initial_size_rule():
         assert 2 * n0 > N // 50 or n0 == top
     with pytest.raises(ValueError, match="max_size must be"):
         C.initial_size_rule(100, 200)
+
+
+def test_scaled_sizes_rule():
+    frac = np.mean([500 / 9_916, 500 / 25_815, 1_000 / 20_720])
+    for N in (3_706, 9_916, 20_720, 25_815, 1_000):
+        n0, n_max, n = C.scaled_sizes(N)
+        assert n_max == 8 * n0 and n0 <= N // 50 and n_max <= N
+        assert n0 == min(round(0.124 * N / 8), N // 50)
+        assert n == round(frac * N)
+    assert C.scaled_sizes(25_815) == (400, 3_200, 1_016)  # yelp: TORS's own n_max = 3,200
+    assert C.scaled_sizes(3_706) == (57, 456, 146)         # sim-ml1m
+    assert C.scaled_sizes(10)[:2] == (2, 8)
+    with pytest.raises(ValueError, match="max_k must be"):
+        C.scaled_sizes(100, 0)

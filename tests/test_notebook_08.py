@@ -229,3 +229,34 @@ def test_n_versus_m_experiment(results):
         assert r["difference"] == pytest.approx(r["adaptive_mle"] - r["best_fixed"], rel=1e-9, abs=1e-12)
     text = results["ch08_nm_finding"]
     assert ("neither moves it" in text) == (not results["ch08_nm_moves_N"] and not results["ch08_nm_moves_M"])
+
+
+def test_size_rule_and_terminal_cost(results):
+    from itemsampling.catalogue import scaled_sizes
+
+    assert (results["ch08_rule_n0"], results["ch08_rule_nmax"], results["ch08_rule_n"]) == scaled_sizes(N, MAXK)
+    assert results["ch08_sizes_text"].startswith("this run sets its own")  # the test passes its own sizes
+    assert results["ch08_abs_resolution"] == pytest.approx((N - 1) / 99)
+    # N = 400 < 3,200: TORS's absolute sizes cannot run, and the sentence says so
+    assert "exceeds this catalogue" in results["ch08_abs_text"] and "ch08_abs_rows" not in results
+    for m, c in results["ch08_terminal_cost"].items():
+        assert c == pytest.approx(results["ch08_costs"][m][-1], rel=1e-12)
+    above = sum(c > N for c in results["ch08_terminal_cost"].values())
+    assert ("would have been cheaper" in results["ch08_terminal_text"]) == (above > 0)
+
+
+def test_rule_rows_recomputed(results):
+    wins = losses = 0
+    for m in results["ch08_models"]:
+        a = np.array(results["ch08_rel_adaptive_per_repeat"][m])
+        fixed = {lab: np.array(v) for lab, v in results["ch08_rel_fixed_per_repeat"][m].items()
+                 if lab in ("BV_MES", "BV_MLE", "MN_MES", "MN_MLE")}
+        best = min(fixed, key=lambda lab: fixed[lab].mean())
+        d = a - fixed[best]
+        se = d.std(ddof=1) / np.sqrt(d.size)
+        row = results["ch08_rule_rows"][m]
+        assert row["difference"] == pytest.approx(d.mean(), rel=1e-12, abs=1e-12)
+        assert row["se_paired"] == pytest.approx(se, rel=1e-10)
+        wins += bool(d.mean() < -2 * se)
+        losses += bool(d.mean() > 2 * se)
+    assert (results["ch08_rule_wins"], results["ch08_rule_losses"]) == (wins, losses)

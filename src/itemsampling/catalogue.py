@@ -246,3 +246,26 @@ floor`, so that the first sample resolves global ranks to
     while n % 2 == 0 and n // 2 >= 2 and n > N // max_k:
         n //= 2
     return n
+
+
+def scaled_sizes(n_items: int, max_k: int = 50) -> tuple[int, int, int]:
+    r"""Chapter 8's size rule ``(n_0, n_max, n)`` for a catalogue of :math:`N` items, every size a
+    share of :math:`N` as in TORS rather than an absolute number:
+
+    * :math:`n_{max} = 8 n_0` (three doublings), about 12.4% of :math:`N` (TORS Sec. 6.3: "when the
+      sample reaches 12.4% ... the sampling efficiency will reduce quickly"; default 10-15%);
+    * :math:`n_0 = \min(\mathrm{round}(0.124 N/8), \lfloor N/\mathrm{max\_k}\rfloor)`, so that the first
+      sample resolves global ranks to :math:`N/n_0 \ge` ``max_k`` positions;
+    * fixed :math:`n` = 3.93% of :math:`N`, the mean of TORS's three ratios 500/9,916, 500/25,815
+      and 1,000/20,720 (Sec. 8.4).
+
+    On yelp's :math:`N` = 25,815 the rule gives TORS's own :math:`n_{max}` = 3,200 (:math:`n_0` = 400).
+    Catalogues under 16 items get :math:`n_0 = 2` and the largest power of two :math:`\le N`."""
+    N = check_int(n_items, "n_items", low=2)
+    max_k = check_int(max_k, "max_k", low=1)
+    n0 = max(2, min(int(round(0.124 * N / 8)), N // max_k))
+    n_max = 8 * n0
+    if n_max > N:
+        n0, n_max = 2, 1 << (N.bit_length() - 1)
+    frac = float(np.mean([500 / 9_916, 500 / 25_815, 1_000 / 20_720]))
+    return int(n0), int(n_max), int(max(2, min(N, round(frac * N))))
