@@ -278,3 +278,45 @@ def test_ranks_from_scores():
         ranks_from_scores(t, d, ties="mean")
     with pytest.raises(ValueError, match="NaN"):
         ranks_from_scores([np.nan], [[1.0]])
+
+
+def test_weighted_file(tmp_path, capsys):
+    """``estimate --weighted`` on a long file of popularity-weighted decoys: the numbers of
+    ``estimate_metric_weighted``, and bad rows refused with the file, line and column."""
+    from itemsampling.estimators import estimate_metric_weighted
+    from itemsampling.estimators.weighted import draw_weighted_decoys
+
+    rng = np.random.default_rng(0)
+    M, NN, d = 400, 120, 15
+    w = 1.0 / np.arange(1, NN + 1)
+    above = rng.random((M, NN)) < (rng.random((M, 1)) * 0.2) * (w / w.max()) ** 0.5
+    excluded = np.zeros((M, NN), dtype=bool)
+    excluded[:, NN - 1] = True
+    above &= ~excluded
+    p, a = draw_weighted_decoys(above, excluded, w, d, rng=1)
+    path = tmp_path / "decoys.csv"
+    pd.DataFrame({"user": np.repeat(np.arange(M), d), "prob": p.ravel(), "above": a.ravel().astype(int)}).to_csv(
+        path, index=False)
+    code, out, err = _run(["estimate", path, "--weighted", "--n-items", NN, "--metric", "ndcg", "--k", 10,
+                           "--n-boot", 30, "--json", "--quiet"], capsys)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["users"] == M and res["decoys"] == d
+    row = res["results"][0]
+    ref = estimate_metric_weighted(p, a, NN, "ndcg", 10, ci=0.95, n_boot=30, rng=0)
+    assert row["estimate"] == pytest.approx(ref.estimate, rel=1e-12)
+    assert (row["low"], row["high"]) == pytest.approx((ref.low, ref.high), rel=1e-12)
+    assert row["sampled"] == pytest.approx(estimate_metric_weighted(p, a, NN, "ndcg", 10, method="sampled"))
+    code, out, _ = _run(["estimate", path, "--weighted", "--n-items", NN, "--n-boot", 20, "--quiet"], capsys)
+    assert code == 0 and "ndcg@10" in out and "recall@10" in out
+    lines = path.read_text().splitlines()
+    for bad, fragment in [(lines[5].rsplit(",", 1)[0] + ",2", "line 6, column 'above'"),
+                          ("0,1.5," + lines[5].rsplit(",", 1)[1], "line 6, column 'prob'")]:
+        path.write_text("\n".join(lines[:5] + [bad] + lines[6:]) + "\n")
+        code, _, err = _run(["estimate", path, "--weighted", "--n-items", NN, "--quiet"], capsys)
+        assert code == 2 and str(path) in err and fragment in err
+    path.write_text("\n".join(lines[:-1]) + "\n")           # the last user loses a decoy
+    code, _, err = _run(["estimate", path, "--weighted", "--n-items", NN, "--quiet"], capsys)
+    assert code == 2 and "every user needs the same number of decoys" in err
+    code, _, err = _run(["estimate", path, "--weighted", "--n-items", NN, "--sample-size", 16, "--quiet"], capsys)
+    assert code == 2 and "--sample-size" in err
