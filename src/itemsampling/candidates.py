@@ -42,9 +42,9 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import models as _models
-from ._validation import as_rng, check_bool, check_int
+from ._validation import as_rng, check_bool, check_int, check_memory
 from .data import SimulationConfig, holdout_fraction, n_items_of, n_users_of, simulate
-from .metrics import set_metric_values
+from .metrics import set_metric_values, topk_metric_values
 
 __all__ = [
     "STRATEGIES",
@@ -344,22 +344,142 @@ def _relevance(split: HoldoutSplit, relevance) -> dict:
     return out
 
 
+def _top_lists(S: np.ndarray, allowed: np.ndarray, tie: np.ndarray, k: int) -> np.ndarray:
+    """The top-``k`` columns of each row of ``S`` among the ``allowed`` ones, by decreasing score,
+    ties by increasing ``tie`` key: int array ``(rows, k)`` of column indices, ``-1`` past the end
+    of a row with fewer than ``k`` allowed columns. Equal to a full sort by ``(-S, tie)``
+    restricted to ``allowed`` and truncated, at the cost of one partition per row: the ``k``-th
+    largest :math:`q` of the jittered keys :math:`S + \\delta\\,\\mathrm{tie}` (:math:`\\delta` =
+    1e-7 of the row's largest absolute score; jitter makes the keys distinct, which keeps the
+    partition fast on tied scores) bounds the ``k``-th largest score :math:`t` from above by
+    :math:`\\delta`, so the columns with :math:`S \\ge q - 2\\delta` hold the exact top ``k``;
+    only they are sorted, exactly, by ``(-S, tie)``."""
+    b, N = S.shape
+    kk = min(k, N)
+    scale = np.max(np.abs(np.where(allowed, S, 0.0)), axis=1, keepdims=True) if N else np.zeros((b, 1))
+    delta = np.where(scale > 0, 1e-7 * scale, 1.0)
+    key = np.where(allowed, S + delta * tie, -np.inf)
+    q = np.partition(key, N - kk, axis=1)[:, N - kk][:, None]
+    rows, cols = np.nonzero(allowed & (S >= q - 2 * delta))
+    o = np.lexsort((tie[rows, cols], -S[rows, cols], rows))
+    rows, cols = rows[o], cols[o]
+    pos = np.arange(rows.size) - np.searchsorted(rows, np.arange(b))[rows]
+    keep = pos < kk
+    out = np.full((b, k), -1, dtype=np.int64)
+    out[rows[keep], pos[keep]] = cols[keep]
+    return out
+
+
+@dataclass
+class _Prepared:
+    """Per-user inputs of :func:`evaluate_candidates` that do not depend on the model, built once
+    and shared by every model: for the full set the dense membership mask ``(M, N)``, for a sampled
+    set the candidate ids ``(M, c)`` (held-out items, then decoys; ``-1`` pads), the dense
+    relevance rows and the popularity ranks."""
+
+    cands: dict
+    rels: dict
+    pranks: np.ndarray
+
+
+def _candidate_ids(split: HoldoutSplit, c: CandidateSets) -> np.ndarray:
+    T = split.test_matrix[c.users]
+    counts = np.diff(T.indptr)
+    t = int(counts.max()) if counts.size else 0
+    ids = np.full((c.users.size, t + c.decoys.shape[1]), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(c.users.size), counts)
+    ids[rows, np.arange(rows.size) - np.repeat(T.indptr[:-1], counts)] = T.indices
+    ids[:, t:] = c.decoys
+    return ids
+
+
+def _prepare(split: HoldoutSplit, candidate_sets, relevance=None, popularity=None) -> _Prepared:
+    M, N = split.users.size, split.n_items
+    rels = _relevance(split, relevance)
+    n_full = sum(c.strategy == "full" for c in candidate_sets)
+    check_memory(float(M) * N * (n_full + len(rels)) + 8.0 * M * sum(
+        (c.decoys.shape[1] if c.decoys is not None else 0) for c in candidate_sets),
+        "the dense candidate masks and relevance rows", "the number of test users or of candidate sets")
+    cands = {c.label: c.mask(split) if c.strategy == "full" else _candidate_ids(split, c) for c in candidate_sets}
+    dense = {r: mat[split.users].toarray() > 0 for r, mat in rels.items()}
+    pop = item_popularity(split.train, N) if popularity is None else _check_popularity(popularity, N)
+    return _Prepared(cands=cands, rels=dense, pranks=popularity_ranks(pop))
+
+
+def _evaluate_prepared(model, split: HoldoutSplit, candidate_sets, prep: _Prepared, k: int, metrics, gen,
+                       batch_size: int, per_user: bool = False) -> pd.DataFrame:
+    users = split.users
+    M = users.size
+    per = {(c.label, r, m): np.full(M, np.nan) for c in candidate_sets for r in prep.rels for m in metrics}
+    psum = {c.label: np.zeros(M) for c in candidate_sets}
+    plen = {c.label: np.zeros(M) for c in candidate_sets}
+    for s in range(0, M, batch_size):
+        rows = slice(s, s + batch_size)
+        S = model.score(users[rows])
+        tie = gen.random(S.shape)
+        bidx = np.arange(S.shape[0])[:, None]
+        for c in candidate_sets:
+            cand = prep.cands[c.label][rows]
+            if c.strategy == "full":
+                allowed = cand
+                L = _top_lists(S, allowed, tie, k)
+            else:  # rank the gathered candidates only
+                allowed = cand >= 0
+                cz = np.where(allowed, cand, 0)
+                pos = _top_lists(S[bidx, cz], allowed, tie[bidx, cz], k)
+                L = np.where(pos >= 0, cz[bidx, np.maximum(pos, 0)], -1)
+            valid = L >= 0
+            Lz = np.where(valid, L, 0)
+            psum[c.label][rows] = np.where(valid, prep.pranks[Lz], 0.0).sum(axis=1)
+            plen[c.label][rows] = valid.sum(axis=1)
+            for r, rel in prep.rels.items():
+                relb = rel[rows]
+                n_rel = (relb & allowed).sum(axis=1) if c.strategy == "full" else (relb[bidx, cz] & allowed).sum(axis=1)
+                ok = n_rel > 0
+                if not ok.any():
+                    continue
+                hits = (relb[bidx, Lz] & valid)[ok]
+                for m in metrics:
+                    v = per[(c.label, r, m)][rows]
+                    v[ok] = topk_metric_values(hits, n_rel[ok], m)
+    rows_out = []
+    for c in candidate_sets:
+        for r in prep.rels:
+            for m in metrics:
+                v = per[(c.label, r, m)]
+                ok = np.isfinite(v)
+                rows_out.append((c.label, c.strategy, c.n_decoys, r, m, float(v[ok].mean()) if ok.any() else np.nan,
+                                 int(ok.sum())))
+        ln = plen[c.label]
+        ps = float((psum[c.label][ln > 0] / ln[ln > 0]).mean())
+        rows_out.append((c.label, c.strategy, c.n_decoys, "-", "popularity_score", ps, int((ln > 0).sum())))
+    out = pd.DataFrame(rows_out, columns=["candidates", "strategy", "n_decoys", "relevance", "metric", "value", "n_users"])
+    if per_user:
+        out.attrs["per_user"] = per
+    return out
+
+
 def evaluate_candidates(model, split: HoldoutSplit, candidate_sets, k: int = 10,
                         metrics=("ndcg", "rr", "precision", "recall"), relevance=None, popularity=None,
-                        rng=None, batch_size: int = 512) -> pd.DataFrame:
+                        rng=None, batch_size: int = 512, per_user: bool = False) -> pd.DataFrame:
     r"""Rank every candidate set with a fitted ``model`` and evaluate the top-``k`` lists.
 
-    Each user's items are ordered once by decreasing score, ties broken by one random permutation
-    (so every candidate set, a subset, inherits a uniformly random tie order); a candidate set's
-    ranking is that order restricted to :math:`C_u`, and the position of a relevant item is the
-    number of candidates up to it. Metrics are :func:`itemsampling.metrics.set_metric_values` at
-    cut-off ``k`` with the relevant items of ``relevance`` (a dict ``name -> (user, item) frame or
-    sparse matrix``; default ``{"obs": the held-out test items}``; training items never count),
-    averaged over test users with at least one relevant item.
+    Each user's items are ordered by decreasing score, ties broken by one random permutation (so
+    every candidate set, a subset, inherits a uniformly random tie order); a candidate set's
+    ranking is that order restricted to :math:`C_u`, and its top-``k`` list the first ``k`` items
+    of it. Metrics are :func:`itemsampling.metrics.topk_metric_values` of those lists (Krichene &
+    Rendle 2020, Eq. 3-6 with :math:`|R_u|` the user's relevant items *in the candidate set*) with
+    the relevant items of ``relevance`` (a dict ``name -> (user, item) frame or sparse matrix``;
+    default ``{"obs": the held-out test items}``; training items never count), averaged over test
+    users with at least one relevant candidate. Only the top of each order is sorted
+    (:func:`_top_lists`: one partition per row, then a sort of the items scoring at least the
+    ``k``-th largest candidate score), which gives the lists of a full sort exactly.
 
     Returns a long DataFrame with columns ``candidates, strategy, n_decoys, relevance, metric,
     value, n_users``; metric ``"popularity_score"`` (relevance ``"-"``) is the
-    :func:`popularity_score` of the top-``k`` lists.
+    :func:`popularity_score` of the top-``k`` lists. With ``per_user=True``,
+    ``result.attrs["per_user"]`` maps ``(candidates, relevance, metric)`` to the per-user values
+    (aligned with ``split.users``; NaN for users without a relevant candidate).
     """
     if not isinstance(split, HoldoutSplit):
         raise ValueError(f"split must be a HoldoutSplit (see split_holdout), got {type(split).__name__}")
@@ -375,49 +495,12 @@ def evaluate_candidates(model, split: HoldoutSplit, candidate_sets, k: int = 10,
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     for m in metrics:
         set_metric_values([1], [0], m, k=k, n_items=2)  # validates the name
-    rels = _relevance(split, relevance)
-    pop = item_popularity(split.train, split.n_items) if popularity is None else _check_popularity(popularity, split.n_items)
-    pranks = popularity_ranks(pop)
-    gen = as_rng(rng)
-    users = split.users
-    M = users.size
-    per = {(c.label, r, m): np.full(M, np.nan) for c in candidate_sets for r in rels for m in metrics}
-    psum = {c.label: np.zeros(M) for c in candidate_sets}
-    plen = {c.label: np.zeros(M) for c in candidate_sets}
-    for s in range(0, M, check_int(batch_size, "batch_size", low=1)):
-        rows = slice(s, s + batch_size)
-        ub = users[rows]
-        S = model.score(ub)
-        order = np.lexsort((gen.random(S.shape), -S), axis=1)
-        rel_sorted = {r: np.take_along_axis(mat[ub].toarray() > 0, order, axis=1) for r, mat in rels.items()}
-        pr_sorted = pranks[order]
-        for c in candidate_sets:
-            inc = np.take_along_axis(c.mask(split, rows), order, axis=1)
-            crank = np.cumsum(inc, axis=1, dtype=np.int32)
-            top = inc & (crank <= k)
-            psum[c.label][rows] = np.where(top, pr_sorted, 0.0).sum(axis=1)
-            plen[c.label][rows] = top.sum(axis=1)
-            for r, rs in rel_sorted.items():
-                hit = rs & inc
-                bi, pos = np.nonzero(hit)
-                n_b = ub.size
-                if bi.size == 0:
-                    continue
-                for m in metrics:
-                    per[(c.label, r, m)][rows] = set_metric_values(crank[bi, pos], bi, m, k=k, n_users=n_b,
-                                                                   n_items=crank[:, -1])
-    rows_out = []
-    for c in candidate_sets:
-        for r in rels:
-            for m in metrics:
-                v = per[(c.label, r, m)]
-                ok = np.isfinite(v)
-                rows_out.append((c.label, c.strategy, c.n_decoys, r, m, float(v[ok].mean()) if ok.any() else np.nan,
-                                 int(ok.sum())))
-        ln = plen[c.label]
-        ps = float((psum[c.label][ln > 0] / ln[ln > 0]).mean())
-        rows_out.append((c.label, c.strategy, c.n_decoys, "-", "popularity_score", ps, int((ln > 0).sum())))
-    return pd.DataFrame(rows_out, columns=["candidates", "strategy", "n_decoys", "relevance", "metric", "value", "n_users"])
+    if "auc" in [str(m).lower() for m in metrics]:
+        raise ValueError("metrics must be cut-off metrics (ndcg, rr, precision, recall, ap); 'auc' needs the whole ranking")
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    per_user = check_bool(per_user, "per_user")
+    prep = _prepare(split, candidate_sets, relevance, popularity)
+    return _evaluate_prepared(model, split, candidate_sets, prep, k, metrics, as_rng(rng), batch_size, per_user)
 
 
 def _named_rng(ss: np.random.SeedSequence, name: str) -> np.random.Generator:
@@ -439,7 +522,8 @@ def _progress(it, progress, desc, total=None):
 def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "itemknn", "userknn", "als"),
                      decoy_sizes=PAPER_DECOY_SIZES, strategies=("uniform", "popularity"), k: int = 10,
                      metrics=("ndcg", "rr", "precision", "recall"), fraction: float = 0.2, truth=None,
-                     rng=0, on_oversized: str = "error", progress: bool = False) -> pd.DataFrame:
+                     rng=0, on_oversized: str = "error", progress: bool = False,
+                     per_user: bool = False) -> pd.DataFrame:
     """Ihemelandu & Ekstrand 2023, Sec. III (Fig. 2 and 3): one hold-out split, every model fit on
     it, every model ranks the full candidate set and, for each strategy and decoy size, the same
     sampled candidate sets (drawn once, shared by all models). A decoy size above the smallest
@@ -449,8 +533,11 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
     ``result.attrs["test_popularity_score"]`` is the :func:`popularity_score` of the users'
     held-out items (each user's test set as one list), the reference of :func:`popularity_prone`,
     and ``result.attrs["max_decoys"]`` the largest decoy size each strategy allows. ``rng`` (an int) seeds the split, the decoys, the models and the tie-breaks
-    through separate streams (a model's streams are keyed by its name)."""
+    through separate streams (a model's streams are keyed by its name). With ``per_user=True``,
+    ``result.attrs["per_user"][model]`` holds the per-user values of :func:`evaluate_candidates`
+    (``(candidates, relevance, metric) -> array`` over the split's test users)."""
     progress = check_bool(progress, "progress")
+    per_user = check_bool(per_user, "per_user")
     seed = check_int(rng, "rng", low=0)
     ss = np.random.SeedSequence(seed)
     s_split, s_dec, s_mod, s_tie = ss.spawn(4)
@@ -472,14 +559,18 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
             if d not in dropped[strat]:
                 csets.append(draw_candidates(split, strat, d, rng=np.random.default_rng(dec_streams[j])))
             j += 1
-    frames = []
+    frames, per = [], {}
     for name in _progress(list(models), progress, "models"):
         model = make_recommender(name, truth=truth, rng=_named_rng(s_mod, name))
         model.fit(split.train, n_items=split.n_items, n_users=split.n_users)
-        df = evaluate_candidates(model, split, csets, k=k, metrics=metrics, rng=_named_rng(s_tie, name))
+        df = evaluate_candidates(model, split, csets, k=k, metrics=metrics, rng=_named_rng(s_tie, name),
+                                 per_user=per_user)
+        per[name] = df.attrs.pop("per_user", None)
         df.insert(0, "model", name)
         frames.append(df)
     out = pd.concat(frames, ignore_index=True)
+    if per_user:
+        out.attrs["per_user"] = per
     counts = np.diff(split.test_matrix.indptr)[split.users]
     lists = np.full((split.users.size, int(counts.max())), -1, dtype=np.int64)
     rows = np.repeat(np.arange(split.users.size), counts)
@@ -491,15 +582,46 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
     return out
 
 
+def _truth_repeat(config: SimulationConfig, models, n_decoys: int, k: int, metrics, fraction: float, rep: int,
+                  ss: np.random.SeedSequence, batch_size: int = 512) -> list:
+    """One simulation of :func:`truth_experiment` from its own seed sequence ``ss`` (so its result
+    does not depend on where or beside which other repeats it runs)."""
+    from .data import gini, item_counts
+
+    s_sim, s_split, s_dec, s_mod, s_tie = ss.spawn(5)
+    cfg = dataclasses.replace(config, seed=int(s_sim.generate_state(1)[0] % (2**31)))
+    sim = simulate(cfg)
+    g = gini(item_counts(sim.observed, cfg.n_items))
+    split = split_holdout(sim.observed, fraction, rng=np.random.default_rng(s_split))
+    d1, d2 = s_dec.spawn(2)
+    csets = [draw_candidates(split, "full"),
+             draw_candidates(split, "uniform", n_decoys, rng=np.random.default_rng(d1)),
+             draw_candidates(split, "popularity", n_decoys, rng=np.random.default_rng(d2))]
+    # candidate masks, relevance rows and popularity ranks: built once, shared by every model
+    prep = _prepare(split, csets, {"obs": split.test_matrix, "truth": sim.truth})
+    out = []
+    for name in models:
+        model = make_recommender(name, truth=sim.truth, rng=_named_rng(s_mod, name))
+        model.fit(split.train, n_items=split.n_items, n_users=split.n_users)
+        df = _evaluate_prepared(model, split, csets, prep, k, metrics, _named_rng(s_tie, name), batch_size)
+        df = df[df["metric"] != "popularity_score"]
+        truth_vals = df[(df["candidates"] == "full") & (df["relevance"] == "truth")].set_index("metric")["value"]
+        for row in df[df["relevance"] == "obs"].itertuples():
+            mt = float(truth_vals[row.metric])
+            out.append((rep, name, row.candidates, row.strategy, row.metric, row.value, mt, row.value - mt, g))
+    return out
+
+
 def truth_experiment(config: SimulationConfig, models=("random", "popular", "itemknn", "als", "oracle"),
                      n_decoys: int = 1000, k: int = 50, metrics=("ndcg", "rr"), fraction: float = 0.2,
-                     n_repeats: int = 1, rng=0, progress: bool = False) -> pd.DataFrame:
+                     n_repeats: int = 1, rng=0, progress: bool = False, n_jobs: int = 1) -> pd.DataFrame:
     r"""Ihemelandu & Ekstrand 2023, Sec. IV-A (Fig. 4 and 5), repeated ``n_repeats`` times:
 
     1. simulate true preferences and observations (:func:`itemsampling.data.simulate` with
        ``config``, its seed replaced by one drawn for the repeat);
     2. hold out ``fraction`` of each user's observations;
-    3. fit every model on the training part (the Oracle scores with the true preferences);
+    3. fit every model on the training part (the Oracle scores with the true preferences); the
+       default models are the paper's (Random, Popular, item-kNN, implicit MF, Oracle);
     4. rank the full, uniformly sampled and popularity-weighted candidate sets (``n_decoys``
        decoys) and keep the top-``k`` lists (their :math:`K = 50`);
     5. :math:`M^{\mathrm{obs}}`: metrics against the held-out observed items, for each candidate
@@ -507,40 +629,44 @@ def truth_experiment(config: SimulationConfig, models=("random", "popular", "ite
        removed), for the full candidate set;
     6. bias :math:`= M^{\mathrm{obs}} - M^{\mathrm{truth}}`.
 
+    Every repeat draws from its own stream (``SeedSequence(rng).spawn(n_repeats)``), so the result
+    is the same, bit for bit, for every ``n_jobs`` (``> 1`` or ``-1`` runs the repeats in joblib
+    worker processes). The candidate masks and relevance rows of a repeat are built once and
+    shared by its models; each list is the top of one partition, not of a full sort
+    (:func:`evaluate_candidates`).
+
     Returns one row per repeat, model, candidate set and metric with columns ``repeat, model,
-    candidates, metric, M_obs, M_truth, bias, gini``; ``gini`` is the Gini index of the observed
-    item counts of the repeat's data.
+    candidates, strategy, metric, M_obs, M_truth, bias, gini``; ``gini`` is the Gini index of the
+    observed item counts of the repeat's data.
     """
     progress = check_bool(progress, "progress")
-    from .data import gini, item_counts
-
     if not isinstance(config, SimulationConfig):
         raise ValueError(f"config must be a SimulationConfig, got {type(config).__name__}")
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
+    n_jobs = check_int(n_jobs, "n_jobs", low=-1)
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be >= 1 or -1 (all cores), got 0")
     seed = check_int(rng, "rng", low=0)
+    n_decoys = check_int(n_decoys, "n_decoys", low=1)
+    k = check_int(k, "k", low=1)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    out = []
-    for rep, ss in enumerate(_progress(np.random.SeedSequence(seed).spawn(n_repeats), progress, "repeats", n_repeats)):
-        s_sim, s_split, s_dec, s_mod, s_tie = ss.spawn(5)
-        cfg = dataclasses.replace(config, seed=int(s_sim.generate_state(1)[0] % (2**31)))
-        sim = simulate(cfg)
-        g = gini(item_counts(sim.observed, cfg.n_items))
-        split = split_holdout(sim.observed, fraction, rng=np.random.default_rng(s_split))
-        d1, d2 = s_dec.spawn(2)
-        csets = [draw_candidates(split, "full"),
-                 draw_candidates(split, "uniform", n_decoys, rng=np.random.default_rng(d1)),
-                 draw_candidates(split, "popularity", n_decoys, rng=np.random.default_rng(d2))]
-        for name in models:
-            model = make_recommender(name, truth=sim.truth, rng=_named_rng(s_mod, name))
-            model.fit(split.train, n_items=split.n_items, n_users=split.n_users)
-            df = evaluate_candidates(model, split, csets, k=k, metrics=metrics, relevance={"obs": split.test_matrix,
-                                     "truth": sim.truth}, rng=_named_rng(s_tie, name))
-            df = df[df["metric"] != "popularity_score"]
-            truth_vals = df[(df["candidates"] == "full") & (df["relevance"] == "truth")].set_index("metric")["value"]
-            obs = df[df["relevance"] == "obs"]
-            for row in obs.itertuples():
-                mt = float(truth_vals[row.metric])
-                out.append((rep, name, row.candidates, row.strategy, row.metric, row.value, mt, row.value - mt, g))
+    for m in metrics:
+        set_metric_values([1], [0], m, k=k, n_items=2)  # validates the name
+    models = [models] if isinstance(models, str) else list(models)
+    for name in models:
+        if name == "oracle":
+            continue
+        make_recommender(name)  # validates the name
+    streams = np.random.SeedSequence(seed).spawn(n_repeats)
+    args = (config, models, n_decoys, k, metrics, fraction)
+    if n_jobs == 1:
+        parts = (_truth_repeat(*args, rep, ss) for rep, ss in enumerate(streams))
+    else:
+        from joblib import Parallel, delayed
+
+        parts = Parallel(n_jobs=n_jobs, return_as="generator")(
+            delayed(_truth_repeat)(*args, rep, ss) for rep, ss in enumerate(streams))
+    out = [row for part in _progress(parts, progress, "simulations", n_repeats) for row in part]
     return pd.DataFrame(out, columns=["repeat", "model", "candidates", "strategy", "metric", "M_obs", "M_truth", "bias", "gini"])
 
 
