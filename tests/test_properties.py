@@ -323,3 +323,69 @@ def test_invalid_input_is_refused_naming_the_argument(case, data):
     with pytest.raises((ValueError, TypeError)) as exc:
         fn(**kw)
     assert re.search(pattern, str(exc.value)), f"{fn.__name__}({arg}={bad!r}): {exc.value}"
+
+
+# =============================================================================================
+# The low-level EM helpers (issue 19): valid mixing distributions and kernels give results with
+# the invariants of the MLE; a mixing distribution or kernel that is negative, NaN or not
+# normalised is refused naming the argument, never turned into a number.
+# =============================================================================================
+@st.composite
+def em_case(draw):
+    N = draw(st.integers(2, 60))
+    n = draw(st.integers(2, min(N, 12)))
+    K = KN.kernel(N, n, draw(st.booleans()))
+    w = np.array(draw(st.lists(st.floats(0.01, 1.0), min_size=N, max_size=N)))
+    counts = np.array(draw(st.lists(st.integers(0, 20), min_size=n, max_size=n)), dtype=float)
+    counts[draw(st.integers(0, n - 1))] += 1  # a positive total
+    return w / w.sum(), counts, K
+
+
+EM_HELPERS = {
+    "mixture_log_likelihood": lambda pi, c, K: DI.mixture_log_likelihood(pi, c, K),
+    "likelihood_gradient": lambda pi, c, K: DI.likelihood_gradient(pi, c, K),
+    "kkt_gap": lambda pi, c, K: DI.kkt_gap(pi, c, K),
+    "em_step": lambda pi, c, K: DI.em_step(pi, c, K),
+    "mle_em": lambda pi, c, K: DI.mle_em(c, K, pi0=pi, max_iter=5),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(em_case())
+def test_em_helpers_on_valid_input(case):
+    pi, c, K = case
+    ll = DI.mixture_log_likelihood(pi, c, K)
+    assert np.isfinite(ll) and ll <= 1e-12  # a mean of logs of probabilities
+    g = DI.likelihood_gradient(pi, c, K)
+    assert abs(pi @ g - 1.0) < 1e-9  # sum_R pi_R g_R = sum_r c_r = 1
+    assert DI.kkt_gap(pi, c, K) >= -1e-9  # max_R g_R >= the pi-average of g, which is 1
+    new = DI.em_step(pi, c, K)
+    assert np.all(new >= 0) and abs(new.sum() - 1.0) < 1e-12
+    assert DI.mixture_log_likelihood(new, c, K) >= ll - 1e-10  # EM never decreases the likelihood
+
+
+def _corrupt(kind, pi, K):
+    pi, K = pi.copy(), K.copy()
+    if kind == "pi-negative":
+        pi[0] -= 1.0
+        pi[-1] += 1.0
+    elif kind == "pi-nan":
+        pi[0] = np.nan
+    elif kind == "pi-not-normalised":
+        pi *= 1.5
+    elif kind == "K-negative":
+        K[0, 0] = -0.25
+    elif kind == "K-nan":
+        K[-1, -1] = np.nan
+    return pi, K
+
+
+@pytest.mark.parametrize("helper", sorted(EM_HELPERS))
+@settings(max_examples=15, deadline=None)
+@given(em_case(), st.sampled_from(["pi-negative", "pi-nan", "pi-not-normalised", "K-negative", "K-nan"]))
+def test_em_helpers_refuse_bad_distributions_and_kernels(helper, case, kind):
+    pi, c, K = case
+    bad_pi, bad_K = _corrupt(kind, pi, K)
+    name = "pi0" if helper == "mle_em" and kind.startswith("pi") else kind.split("-")[0]
+    with pytest.raises(ValueError, match=rf"^{name} must"):
+        EM_HELPERS[helper](bad_pi, c, bad_K)

@@ -221,3 +221,19 @@ def check_sample_sizes(sample_size, n_items: int, n_users: int | None = None):
     if np.all(sizes == sizes[0]):
         return int(sizes[0])
     return sizes
+
+
+def check_kernel(K, name: str = "K", n_rows: int | None = None) -> np.ndarray:
+    """Return ``K`` as a 2-d float64 matrix of finite, non-negative entries (a kernel
+    :math:`P(r \\mid R)`, possibly restricted to some columns or scaled by weights: its rows need not
+    sum to 1). ``n_rows`` fixes the number of rows (the length of the mixing distribution)."""
+    Km = as_float_array(K, name)
+    if Km.ndim != 2 or Km.shape[0] < 1 or Km.shape[1] < 1:
+        raise ValueError(f"{name} must be a non-empty 2-d kernel matrix of shape (N, n), got shape {Km.shape}")
+    if n_rows is not None and Km.shape[0] != n_rows:
+        raise ValueError(f"{name} must have {n_rows} rows (one per global rank), got {Km.shape[0]}")
+    if not np.all(np.isfinite(Km)):
+        raise ValueError(f"{name} must not contain NaN or infinite values")
+    if np.any(Km < 0):
+        raise ValueError(f"{name} must hold non-negative probabilities, got minimum {Km.min()}")
+    return Km

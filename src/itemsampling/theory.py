@@ -465,11 +465,13 @@ def deviation_probability(probs, t: float, method: str = "exact", pmf=None) -> f
 def _pmf_for(p: np.ndarray, pmf) -> np.ndarray:
     if pmf is None:
         return poisson_binomial_pmf(p)
-    pmf = np.asarray(pmf, dtype=np.float64)
-    if pmf.shape != (p.size + 1,) or not np.all(np.isfinite(pmf)) or np.any(pmf < 0):
+    arr = as_float_array(pmf, "pmf")
+    if arr.shape != (p.size + 1,):
         raise ValueError(f"pmf must be the Poisson binomial pmf of probs: {p.size + 1} finite "
-                         f"non-negative values, got shape {pmf.shape}")
-    return pmf
+                         f"non-negative values summing to 1, got shape {arr.shape}")
+    # finite, non-negative and summing to 1 (a vector that is not a distribution gives a plausible
+    # but meaningless tail probability)
+    return check_probability_vector(arr, "pmf")
 
 
 def deviation_radius(probs, delta: float, pmf=None) -> float:

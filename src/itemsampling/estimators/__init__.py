@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array, check_bool, check_int, check_ranks, check_sample_sizes
+from .._validation import check_bool, check_int, check_probability_vector, check_ranks, check_sample_sizes
 from .bootstrap import MetricEstimate, ModelComparison, bootstrap_metric, bootstrap_metrics, compare_estimates
 from ..metrics import canonical_metric, metric_function
 from .corrected import (
@@ -72,9 +72,9 @@ def estimate_rank_distribution(sampled_ranks, n_items, sample_size, method, **pa
 def metric_from_distribution(rank_distribution, metric: str, k, n_items: int | None = None):
     r""":math:`\widehat T = \sum_{R=1}^N \widehat P(R)\,F(R)` (TORS Eq. 26-27; Jin et al. 2021 Eq. 13-14),
     for one cut-off ``k`` (returns a float) or a sequence of cut-offs (returns an array)."""
-    P = as_float_array(rank_distribution, "rank_distribution")
-    if P.ndim != 1 or P.size < 2 or not np.all(np.isfinite(P)) or np.any(P < 0):
-        raise ValueError("rank_distribution must be a finite, non-negative 1-d array of length N >= 2")
+    P = check_probability_vector(rank_distribution, "rank_distribution")  # >= 0, finite, sums to 1
+    if P.size < 2:
+        raise ValueError(f"rank_distribution must have length N >= 2, got {P.size}")
     if n_items is not None and check_int(n_items, "n_items", low=2) != P.size:
         raise ValueError(f"rank_distribution must have length n_items = {n_items}, got {P.size}")
     N = P.size

@@ -90,8 +90,8 @@ from scipy.optimize import nnls
 from scipy.special import gammaln, logsumexp
 
 from .._validation import (
-    as_float_array, check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sample_sizes,
-    check_sizes,
+    as_float_array, check_bool, check_int, check_kernel, check_memory, check_probability_vector, check_ranks,
+    check_sample_sizes, check_sizes,
 )
 from ..kernel import kernel
 from ..metrics import metric_function
@@ -248,11 +248,19 @@ def cached_kernel(n_items: int, sample_size: int, replacement: bool = True) -> n
 # MLE
 # ---------------------------------------------------------------------------------------------
 def _normalise_counts(counts, sample_size: int) -> np.ndarray:
-    c = np.asarray(counts, dtype=np.float64)
+    c = as_float_array(counts, "counts")
     if c.shape != (sample_size,) or not np.all(np.isfinite(c)) or np.any(c < 0) or c.sum() <= 0:
         raise ValueError(f"counts must be a non-negative, finite vector of length {sample_size} with a "
                          "positive total")
     return c / c.sum()
+
+
+def _check_pi_kernel(pi, K) -> tuple[np.ndarray, np.ndarray]:
+    """A kernel of finite, non-negative entries and a mixing distribution over its rows (refused
+    with a ``ValueError`` naming ``K`` or ``pi``: negative, NaN or non-normalised input would
+    otherwise give a plausible number)."""
+    K = check_kernel(K, "K")
+    return K, check_probability_vector(pi, "pi", length=K.shape[0])
 
 
 def mixture_log_likelihood(pi, counts, K) -> float:
@@ -260,8 +268,9 @@ def mixture_log_likelihood(pi, counts, K) -> float:
     :math:`\hat c = c/\sum c` (Jin et al. Eq. 19 and 22 divided by the total weight). Ranks with
     :math:`c_r = 0` are skipped (no :math:`0 \log 0`); ``-inf`` if an observed rank gets
     :math:`q_r = 0`."""
+    K, pi = _check_pi_kernel(pi, K)
     c = _normalise_counts(counts, K.shape[1])
-    q = K.T @ np.asarray(pi, dtype=np.float64)
+    q = K.T @ pi
     obs = c > 0
     with np.errstate(divide="ignore"):
         return float(c[obs] @ np.log(q[obs]))
@@ -271,8 +280,9 @@ def likelihood_gradient(pi, counts, K) -> np.ndarray:
     r""":math:`g_R = \partial\ell/\partial\pi_R = \sum_r \hat c_r K_{R,r}/q_r` (0/0 guarded: ranks with
     :math:`c_r = 0` contribute nothing). KKT for the MLE over the simplex: :math:`g_R \le 1` for all
     :math:`R`, :math:`g_R = 1` where :math:`\pi_R > 0`."""
+    K, pi = _check_pi_kernel(pi, K)
     c = _normalise_counts(counts, K.shape[1])
-    q = K.T @ np.asarray(pi, dtype=np.float64)
+    q = K.T @ pi
     return K @ _ratio(c, q)
 
 
@@ -293,7 +303,7 @@ def kkt_gap(pi, counts, K) -> float:
 def em_step(pi, counts, K) -> np.ndarray:
     r"""One EM update :math:`\pi^{new}_R = \pi_R \sum_r \hat c_r K_{R,r}/q_r` (Jin et al. Eq. 21;
     weighted: Eq. 23 with :math:`\hat c \propto \tilde P(r)w(r)`). Never decreases :math:`\ell`."""
-    p = np.asarray(pi, dtype=np.float64)
+    K, p = _check_pi_kernel(pi, K)
     new = p * likelihood_gradient(p, counts, K)
     return new / new.sum()
 
@@ -758,11 +768,13 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
 
 
 def mle_em(counts, K, pi0=None, tol: float = 1e-6, max_iter: int = 10_000, progress: bool = False) -> FitResult:
+    K = check_kernel(K, "K")
     with _single_blas_thread():
         return _mle_em_impl(counts, K, pi0, tol, max_iter, progress)
 
 
 def mle_cnm(counts, K, tol: float = 1e-9, max_iter: int = 1000) -> FitResult:
+    K = check_kernel(K, "K")
     with _single_blas_thread():
         return _mle_cnm_impl(counts, K, tol, max_iter)
 
