@@ -100,3 +100,24 @@ def test_scaled_sizes_rule():
     assert C.scaled_sizes(10)[:2] == (2, 8)
     with pytest.raises(ValueError, match="max_k must be"):
         C.scaled_sizes(100, 0)
+
+
+def test_adaptive_against_fixed_reproducible_and_parallel():
+    g = np.random.default_rng(0)
+    N = 300
+    ranks = {"a": 1 + np.floor((N - 1) * g.beta(0.3, 1.2, size=400)).astype(np.int64),
+             "b": 1 + np.floor((N - 1) * g.beta(0.5, 1.2, size=400)).astype(np.int64)}
+    ks = np.arange(1, 11)
+    one = C.adaptive_against_fixed(ranks, N, 5, 40, 20, 3, ks, rng=5)
+    two = C.adaptive_against_fixed(ranks, N, 5, 40, 20, 3, ks, rng=5, n_jobs=2)
+    for m in ranks:
+        assert np.array_equal(one[m]["adaptive"], two[m]["adaptive"])
+        assert all(np.array_equal(one[m]["fixed"][k], two[m]["fixed"][k]) for k in C.TABLE5_FIXED)
+        assert np.all((5 <= one[m]["mean_size"]) & (one[m]["mean_size"] <= 40))
+    # repeat j of model i is the draw of seed [5, i, j]: recompute model b's second repeat
+    ad, fx, size = C._one_table5_repeat(ranks["b"], N, 5, 40, 20, ks, [5, 1, 1], 0.01, 0.01, None)
+    from itemsampling.metrics import metric_curve
+
+    truth = metric_curve(ranks["b"], "recall", ks, n_items=N)
+    assert one["b"]["adaptive"][1] == pytest.approx(C.relative_error([ad], truth)[0], rel=1e-12)
+    assert one["b"]["mean_size"][1] == size

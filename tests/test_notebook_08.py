@@ -24,7 +24,7 @@ def results(tmp_path_factory):
               "seed": 4, "catalogues": ["sim-ml100k"], "catalogue_models": ["popular", "svd8"],
               "catalogue_fixed_sizes": [CAT_FIX], "catalogue_max_size": CAT_MAX, "catalogue_repeats": REPS,
               "nm_items": [200, 400], "nm_users": [300, 600], "nm_fixed_users": 300, "nm_fixed_items": 400,
-              "nm_repeats": REPS}
+              "nm_repeats": REPS, "nm_sizes": [N0, NMAX, NFIX], "n_jobs": 1, "absolute_repeats": REPS}
     return run_notebook(NB, params, out, progress=False)["results"]
 
 

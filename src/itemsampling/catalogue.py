@@ -169,9 +169,31 @@ def relative_error(estimates, truth) -> np.ndarray:
     return 100 * np.mean(np.abs(est[:, keep] - t[keep]) / t[keep], axis=1)
 
 
+def _one_table5_repeat(R, N, n0, n_max, n_fix, ks, seed, gamma, eta, grid):
+    """One repeat of :func:`adaptive_against_fixed` for one model: (adaptive Recall@K, {fixed
+    estimator: Recall@K}, average adaptive size)."""
+    from . import estimators as est
+    from .sampling import adaptive_sample_ranks, sample_ranks
+
+    gen = np.random.default_rng(seed)
+    ra, sa = adaptive_sample_ranks(R, N, n0, n_max, gen)
+    ad = est.estimate_metric(ra, N, sa, "recall", ks, "mle", grid=grid)
+    r = sample_ranks(R, N, n_fix, gen)
+    res = est.estimate_metrics(r, N, n_fix, ["recall"], ks, list(TABLE5_FIXED.values()), gamma=gamma, eta=eta,
+                               grid=grid)
+    return ad, {lab: res[meth]["recall"] for lab, meth in TABLE5_FIXED.items()}, float(sa.mean())
+
+
+def _blas1(fn, *args):
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, "blas"):  # many small products: one BLAS thread per worker is faster
+        return fn(*args)
+
+
 def adaptive_against_fixed(global_ranks, n_items: int, initial_size: int, max_size: int, fixed_size: int,
-                           n_repeats: int, ks, rng=None, gamma: float = 0.01, eta: float = 0.01,
-                           grid=None) -> dict:
+                           n_repeats: int, ks, rng=0, gamma: float = 0.01, eta: float = 0.01,
+                           grid=None, n_jobs: int = 1) -> dict:
     r"""One row of TORS Table 5 per model: in each of ``n_repeats`` repeats, adaptive sampling
     (Algorithm 1, :math:`n_0` = ``initial_size`` to :math:`n_{max}` = ``max_size``) estimated by
     adaptive MLE (EM of Appendix H), and an independent fixed-size sample of ``fixed_size`` items
@@ -182,33 +204,37 @@ def adaptive_against_fixed(global_ranks, n_items: int, initial_size: int, max_si
     estimators unless the kernel exceeds 2 GiB; ``True``: the catalogue-scale grid, which agrees
     with the dense estimators to about 1e-8 and is 10x faster at N = 25,815, n = 500).
 
+    Repeat ``j`` of the ``i``-th model draws from ``numpy.random.default_rng([seed, i, j])``
+    (``rng``: a non-negative int seed, or a Generator from which one is drawn), so the result does
+    not depend on ``n_jobs``, the number of worker processes (joblib; 1 runs in this process).
+
     Returns ``{model: {"adaptive": (repeats,) relative errors (%), "fixed": {name: (repeats,)},
     "mean_size": (repeats,) average adaptive size}}`` (:func:`relative_error` against the exact
     Recall@K of the ranks)."""
-    from . import estimators as est
     from .metrics import metric_curve
-    from .sampling import adaptive_sample_ranks, sample_ranks
 
     N = check_int(n_items, "n_items", low=2)
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
+    n_jobs = check_int(n_jobs, "n_jobs", low=1)
     ks = np.asarray(ks, dtype=np.int64)
-    gen = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    seed = int(rng.integers(2**62)) if isinstance(rng, np.random.Generator) else check_int(rng, "rng", low=0)
+    tasks = [(i, j) for i in range(len(global_ranks)) for j in range(n_repeats)]
+    ranks = [np.asarray(R) for R in global_ranks.values()]
+    args = [(ranks[i], N, int(initial_size), int(max_size), int(fixed_size), ks, [seed, i, j], gamma, eta, grid)
+            for i, j in tasks]
+    if n_jobs == 1:
+        done = [_blas1(_one_table5_repeat, *a) for a in args]
+    else:
+        from joblib import Parallel, delayed
+
+        done = Parallel(n_jobs=n_jobs)(delayed(_blas1)(_one_table5_repeat, *a) for a in args)
     out = {}
-    for m, R in global_ranks.items():
-        R = np.asarray(R)
-        truth = metric_curve(R, "recall", ks, n_items=N)
-        ad, fx, size = [], {lab: [] for lab in TABLE5_FIXED}, []
-        for _ in range(n_repeats):
-            ra, sa = adaptive_sample_ranks(R, N, initial_size, max_size, gen)
-            ad.append(est.estimate_metric(ra, N, sa, "recall", ks, "mle", grid=grid))
-            size.append(sa.mean())
-            r = sample_ranks(R, N, fixed_size, gen)
-            res = est.estimate_metrics(r, N, fixed_size, ["recall"], ks, list(TABLE5_FIXED.values()), gamma=gamma,
-                                       eta=eta, grid=grid)
-            for lab, meth in TABLE5_FIXED.items():
-                fx[lab].append(res[meth]["recall"])
-        out[m] = {"adaptive": relative_error(ad, truth), "fixed": {lab: relative_error(v, truth) for lab, v in fx.items()},
-                  "mean_size": np.array(size)}
+    for i, m in enumerate(global_ranks):
+        mine = done[i * n_repeats:(i + 1) * n_repeats]
+        truth = metric_curve(ranks[i], "recall", ks, n_items=N)
+        out[m] = {"adaptive": relative_error([d[0] for d in mine], truth),
+                  "fixed": {lab: relative_error([d[1][lab] for d in mine], truth) for lab in TABLE5_FIXED},
+                  "mean_size": np.array([d[2] for d in mine])}
     return out
 
 
