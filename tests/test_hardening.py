@@ -32,3 +32,40 @@ def test_theory_pmf_argument_must_be_a_distribution(fn):
                      (np.r_[np.nan, pmf[1:]], "NaN"), (pmf[:2], "shape")):
         with pytest.raises(ValueError, match=f"pmf must .*{msg}"):
             fn(probs, second, pmf=bad)
+
+
+# --- booleans and floats where integers (or numbers) are meant -----------------------------------
+def test_number_arguments_refuse_booleans():
+    from itemsampling import mapping as MP
+    from itemsampling import sampling as S
+
+    for call, name in ((lambda: S.hoeffding_bound(10, True), "t"),
+                       (lambda: T.dominates([1.0, 2.0], [1.0, 2.0], atol=True), "atol"),
+                       (lambda: T.crossings([1.0, 2.0], [2.0, 1.0], atol=True), "atol"),
+                       (lambda: MP.fit_beta([1, 2], 100, 10, tol=True), "tol")):
+        with pytest.raises(ValueError, match=f"^{name} must be a .*number"):
+            call()
+    # the valid calls give the values of their formulas: 2 exp(-2 M t^2), and the tie tolerance
+    assert S.hoeffding_bound(10, 0.25) == pytest.approx(2 * np.exp(-2 * 10 * 0.0625))
+    assert T.dominates([1.0, 2.0], [1.0, 2.5], atol=0.5) and not T.dominates([1.0, 2.0], [1.0, 2.5], atol=0.25)
+
+
+@pytest.mark.parametrize("seed", [3.5, 3.0, True, np.float64(2.0), -1, "3"])
+def test_experiment_seeds_are_integers_as_in_as_rng(seed):
+    from itemsampling import experiments as E
+    from itemsampling._validation import as_rng
+
+    with pytest.raises(ValueError, match="rng must be"):
+        as_rng(seed)  # the rule everywhere else ...
+    for call in (lambda: E.make_model("als", rng=seed), lambda: E.make_model("popular", rng=seed),
+                 lambda: E.load_split("sim-ml100k", rng=seed)):
+        with pytest.raises(ValueError, match="rng must be a non-negative integer seed"):  # ... and here
+            call()
+
+
+def test_make_model_seed_is_used():
+    from itemsampling import experiments as E
+
+    a, b, c = (E.make_model("als", rng=s) for s in (3, np.int64(3), 4))
+    draw = [m.rng.integers(1 << 30) for m in (a, b, c)]
+    assert draw[0] == draw[1] != draw[2]

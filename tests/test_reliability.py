@@ -149,7 +149,7 @@ def test_experiment_flags_and_integers():
         E.run_experiment(gr, n_repeats=2, cache=False, progress="no")
     with pytest.raises(ValueError, match="cache must be True, False or a folder"):
         E.run_experiment(gr, n_repeats=2, cache="False", progress=False)
-    with pytest.raises(ValueError, match="rng must be an integer"):
+    with pytest.raises(ValueError, match="rng must be a non-negative integer seed"):
         E.run_experiment(gr, rng=3.5, **kw)
     with pytest.raises(ValueError, match="exclude_train must be True or False"):
         E.load_global_ranks("sim-ml100k", ["popular"], exclude_train="False", progress=False)

@@ -237,3 +237,13 @@ def check_kernel(K, name: str = "K", n_rows: int | None = None) -> np.ndarray:
     if np.any(Km < 0):
         raise ValueError(f"{name} must hold non-negative probabilities, got minimum {Km.min()}")
     return Km
+
+
+def check_seed(value, name: str = "rng") -> int:
+    """Return ``value`` as a Python int if it is a non-negative integer seed (the rule of
+    :func:`as_rng` for an integer seed): floats (even ``3.0``), booleans and negative values are
+    refused with a ``ValueError`` naming the argument, never truncated."""
+    if isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+            and int(value) >= 0:
+        return int(value)
+    raise ValueError(f"{name} must be a non-negative integer seed, got {value!r} ({type(value).__name__})")

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from . import models as _models
-from ._validation import as_rng, check_bool, check_int, check_ranks
+from ._validation import as_rng, check_bool, check_int, check_ranks, check_seed
 from .data import (CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, leave_last_out, load_dataset,
                    load_movielens, load_ncf, load_npz, load_truth, n_items_of, stable_hash)
 from .data.cache import CacheWarning, fingerprint, package_fingerprint, path_fingerprint
@@ -115,6 +115,7 @@ def make_model(name: str, rng: int = 0, dataset: str | None = None):
     ``dataset`` (real data has no true preferences)."""
     if name not in MODEL_SPECS:
         raise ValueError(f"model must be one of {sorted(MODEL_SPECS)}, got {name!r}")
+    rng = check_seed(rng, "rng")  # as as_rng: no float or bool seed
     cls_name, params = MODEL_SPECS[name]
     cls = getattr(_models, cls_name)
     if cls_name == "Oracle":
@@ -213,7 +214,7 @@ def load_split(dataset: str = "sim-ml1m", rng: int = 0) -> tuple[pd.DataFrame, p
       draws its own. Test users without a training interaction are dropped.
     """
     dataset = _check_dataset(dataset)
-    rng = check_int(rng, "rng", low=0)
+    rng = check_seed(rng, "rng")
     if dataset in DATASETS:
         return leave_last_out(load_dataset(dataset), rng=np.random.default_rng(_model_seed(rng, "split")))
     files = dataset_files(dataset)
@@ -405,7 +406,7 @@ def load_global_ranks(dataset: str = "sim-ml1m", models=None, exclude_train: boo
     """
     dataset = _check_dataset(dataset)
     names = _model_names(models)
-    rng = check_int(rng, "rng", low=0)
+    rng = check_seed(rng, "rng")
     exclude_train = check_bool(exclude_train, "exclude_train")
     progress = check_bool(progress, "progress")
     data_key = dataset_fingerprint(dataset)
@@ -804,7 +805,7 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
     if len(ranks) == 0 or np.size(ranks.pool_sizes) == 0:
         raise ValueError("ranks must hold at least one model and one user")
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
-    rng = check_int(rng, "rng", low=0)
+    rng = check_seed(rng, "rng")
     n_jobs = check_int(n_jobs, "n_jobs", low=-1)
     if n_jobs == 0:
         raise ValueError("n_jobs must be >= 1 or -1 (all cores), got 0")

@@ -29,7 +29,7 @@ import numbers
 import numpy as np
 from scipy.special import betaln, gammaln
 
-from ._validation import as_float_array, as_rng, check_int, check_memory, check_ranks, check_sizes
+from ._validation import as_float_array, as_rng, check_int, check_memory, check_ranks, check_real, check_sizes
 from .metrics import metric_curve
 from .sampling import sample_ranks, shr_moments
 from . import theory as _theory
@@ -296,9 +296,7 @@ def fit_beta(sampled_ranks, n_items: int, sample_size: int, a0: float = 0.5, tol
     n_items, sample_size = check_sizes(n_items, sample_size)
     r = check_ranks(sampled_ranks, "sampled_ranks", high=sample_size)
     a = _check_a(a0)
-    tol = float(tol)
-    if not np.isfinite(tol) or tol <= 0:
-        raise ValueError(f"tol must be a positive finite number, got {tol}")
+    tol = check_real(tol, "tol", low=0.0, low_open=True)
     max_iter = check_int(max_iter, "max_iter", low=1)
     counts = np.bincount(r, minlength=sample_size + 1)[1:]
     if counts[:-1].sum() == 0:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_rng, check_bool, check_int, check_ranks, check_sizes
+from ._validation import as_rng, check_bool, check_int, check_ranks, check_real, check_sizes
 from .kernel import kernel, kernel_cdf
 from .metrics import metric_function
 
@@ -145,9 +145,7 @@ def hoeffding_bound(n_users: int, t: float) -> float:
     r"""Hoeffding's bound :math:`\Pr(|T^S - \mathbb E T^S| \ge t) \le 2\exp(-2Mt^2)` for a mean of
     :math:`M` independent variables in :math:`[0,1]` (TORS Sec. 3.3, after Eq. 17)."""
     n_users = check_int(n_users, "n_users", low=1)
-    t = float(t)
-    if not np.isfinite(t) or t <= 0:
-        raise ValueError(f"t must be a positive finite number, got {t}")
+    t = check_real(t, "t", low=0.0, low_open=True)
     return float(min(1.0, 2.0 * np.exp(-2.0 * n_users * t * t)))
 
 

@@ -283,10 +283,7 @@ def _check_curves(curve_a, curve_b):
 
 
 def _check_atol(atol) -> float:
-    atol = float(atol)
-    if not np.isfinite(atol) or atol < 0:
-        raise ValueError(f"atol must be a finite number >= 0, got {atol}")
-    return atol
+    return check_real(atol, "atol", low=0.0)
 
 
 _ROUNDOFF = 1e-12  # relative round-off below which two curve values count as equal in crossings()
