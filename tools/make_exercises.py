@@ -8,18 +8,42 @@ solutions between nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` marke
 nbgrader's cell metadata (solution cells and autograded check cells), so the teacher version can
 be put in an nbgrader course's ``source/`` folder as it is. Nothing is maintained twice: both
 come from the chapter's MyST source (``itemsampling.exercises.classroom_notebook``).
+
+Their Markdown is plain Markdown: exercises titled "Exercise C.k", citations and cross-references
+as text, and every glued number filled in from the executed chapter: the book's execution
+(``_build/jupyter_execute/notebooks``, written by ``make book``), else a rerun's
+(``_build/runs/<chapter>/``); a chapter executed by neither is run at its defaults first
+(``python -m itemsampling.run``, minutes), unless ``--no-run`` is given.
+``--student-only`` writes only the student versions (what the book publishes) and ``--zip FILE``
+packs the written student notebooks into one zip.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from itemsampling.exercises import write_classroom_notebooks  # noqa: E402
+from itemsampling.exercises import executed_chapter, write_classroom_notebooks  # noqa: E402
+
+
+def _executed(chapter: Path, folders: list[Path], run: bool) -> Path | None:
+    for folder in folders:
+        found = executed_chapter(chapter, folder)
+        if found is not None:
+            return found.parent
+    if not run:
+        return None
+    from itemsampling.run import run_notebook
+
+    out = ROOT / "_build" / "runs" / chapter.stem
+    print(f"{chapter.name}: no executed version; running it at its defaults into {out}", flush=True)
+    run_notebook(chapter, {}, out, progress=True, html=False)
+    return out
 
 
 def main(argv=None) -> int:
@@ -28,18 +52,39 @@ def main(argv=None) -> int:
                         help="MyST chapters (default: every notebooks/NN-*.md)")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "exercises",
                         help="output folder (default: _build/exercises)")
+    parser.add_argument("--executed", type=Path, action="append", default=None,
+                        help="folder of executed chapters to take glued values from (repeatable; default: "
+                             "_build/jupyter_execute/notebooks, then _build/runs/<chapter>)")
+    parser.add_argument("--no-run", action="store_true",
+                        help="fail instead of running a chapter that has no executed version")
+    parser.add_argument("--student-only", action="store_true", help="write the student notebooks only")
+    parser.add_argument("--zip", type=Path, default=None, help="also pack the student notebooks into this zip")
     args = parser.parse_args(argv)
     chapters = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.md"))
     if not chapters:
         parser.error("no chapters found")
+    folders = args.executed or [ROOT / "_build" / "jupyter_execute" / "notebooks", ROOT / "_build" / "runs"]
+    versions = ("student",) if args.student_only else ("student", "teacher")
+    students = []
     for chapter in chapters:
         try:
-            paths = write_classroom_notebooks([chapter], args.out)
-        except ValueError as err:
+            executed = _executed(chapter, folders, run=not args.no_run)
+            if executed is None:
+                raise ValueError(f"no executed version in {', '.join(map(str, folders))} "
+                                 f"(run `make book` or drop --no-run)")
+            paths = write_classroom_notebooks([chapter], args.out, executed=executed, versions=versions)
+        except (ValueError, RuntimeError) as err:
             print(f"make exercises: {chapter}: {err}", file=sys.stderr)
             return 1
+        students += [p for p in paths if p.parent.name == "student"]
         print(f"{chapter.name}: " + ", ".join(str(p.relative_to(args.out)) for p in paths))
-    print(f"exercises: student and teacher notebooks in {args.out}")
+    if args.zip is not None:
+        args.zip.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(args.zip, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in students:
+                z.write(p, f"itemsampling-exercises/{p.name}")
+        print(f"exercises: {len(students)} student notebooks zipped into {args.zip}")
+    print(f"exercises: notebooks in {args.out}")
     return 0
 
 

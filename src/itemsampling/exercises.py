@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["check", "WrongAnswer", "NotAnswered", "NOT_ANSWERED", "run_exercises", "classroom_notebook",
-           "write_classroom_notebooks", "chapter_namespace", "read_notebook", "exercise_start", "stub_source", "answer_names"]
+__all__ = ["check", "exercise_title", "digits_rtol", "plain_markdown", "myst_markup", "glue_values", "reader_notebook",
+           "WrongAnswer", "NotAnswered", "NOT_ANSWERED", "run_exercises", "classroom_notebook",
+           "write_classroom_notebooks", "executed_chapter", "chapter_namespace", "read_notebook", "exercise_start", "stub_source", "answer_names"]
 
 NOT_ANSWERED = "not answered yet"
 
@@ -49,33 +50,93 @@ def _is_blank(answer) -> bool:
     return answer is None or answer is Ellipsis
 
 
-def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0) -> bool:
+_LABEL_PARTS = re.compile(r"^ex-(\d+)-(\d+)$")
+
+
+def exercise_title(label: str) -> str:
+    """The reader's name of an exercise: ``"ex-10-2"`` is ``"Exercise 10.2"`` (chapter.number, as
+    the book numbers it); any other label is returned as it is."""
+    m = _LABEL_PARTS.match(str(label))
+    return f"Exercise {int(m.group(1))}.{int(m.group(2))}" if m else str(label)
+
+
+def digits_rtol(digits: int) -> float:
+    """The relative tolerance of an answer asked "to ``digits`` significant digits": half a unit of
+    the last digit relative to the smallest leading digit, ``0.5 * 10**(1 - digits)`` (3 digits:
+    0.005)."""
+    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or not 1 <= digits <= 15:
+        raise ValueError(f"digits must be an integer from 1 to 15, got {digits!r}")
+    return 0.5 * 10.0 ** (1 - int(digits))
+
+
+def _how_far(answer: np.ndarray, expected: np.ndarray) -> str:
+    """How far a numeric answer is from the expected value, in coarse relative terms (never the
+    value itself)."""
+    if answer.shape != expected.shape:
+        return (f"your answer has {answer.size} value(s) of shape {answer.shape}; the exercise asks "
+                f"for shape {expected.shape}")
+    if not np.all(np.isfinite(answer) | ~np.isfinite(expected)):
+        return "your answer holds NaN or infinite values"
+    with np.errstate(all="ignore"):
+        rel = np.abs(answer - expected) / np.abs(expected)
+    rel = rel[np.isfinite(rel)]
+    if rel.size == 0:
+        return "your answer differs"
+    worst = float(rel.max())
+    if worst < 0.01:
+        band = "less than 1% off"
+    elif worst < 0.1:
+        band = "between 1% and 10% off"
+    elif worst < 0.5:
+        band = "between 10% and 50% off"
+    else:
+        band = "more than 50% off"
+    if answer.size == 1:
+        side = "too high" if float(answer.ravel()[0]) > float(expected.ravel()[0]) else "too low"
+        return f"your answer is {side}, {band}"
+    return f"your answer is {band} in its worst entry (relative)"
+
+
+def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0, digits: int | None = None) -> bool:
     """Compare ``answer`` with ``expected`` (numbers and arrays within ``rtol``/``atol``; strings,
-    booleans and other objects by equality). Returns ``True`` when right, ``False`` when not
-    answered (under nbgrader's autograder, which sets ``NBGRADER_EXECUTION``, it raises
-    :class:`NotAnswered` instead, so a blank scores no points); raises :class:`WrongAnswer` when
-    wrong."""
+    booleans and other objects by equality). ``digits`` asks for that many significant digits
+    (``rtol`` becomes :func:`digits_rtol`); the exercise's text states the same precision.
+
+    Returns ``True`` when right, ``False`` when not answered (under nbgrader's autograder, which
+    sets ``NBGRADER_EXECUTION``, it raises :class:`NotAnswered` instead, so a blank scores no
+    points); raises :class:`WrongAnswer` when wrong. Messages name the exercise as the book does
+    ("Exercise 8.1") and never reveal the expected value: a wrong number is said to be too high or
+    too low and roughly by how much, in relative terms."""
+    title = exercise_title(label)
+    if digits is not None:
+        rtol = digits_rtol(digits)
     if _is_blank(answer):
-        message = f"{label}: {NOT_ANSWERED} - assign your answer in the cell above and run this cell again."
+        message = f"{title}: {NOT_ANSWERED} - assign your answer in the cell above and run this cell again."
         if os.environ.get("NBGRADER_EXECUTION"):
             raise NotAnswered(message)
         print(message)
         return False
+    hint = ""
     if isinstance(expected, (str, bool, np.bool_)) or not isinstance(
             expected, (numbers.Number, np.ndarray, list, tuple)):
         ok = answer == expected
+        ok = bool(ok) if isinstance(ok, (bool, np.bool_)) else False
     elif isinstance(answer, (str, bytes)):
-        ok = False  # a number written as text is not a number
+        ok, hint = False, "a number is expected, not text"
     else:
         try:
             a = np.asarray(answer, dtype=np.float64)
             e = np.asarray(expected, dtype=np.float64)
-            ok = a.shape == e.shape and bool(np.all(np.isclose(a, e, rtol=rtol, atol=atol)))
         except (TypeError, ValueError):
-            ok = False
+            ok, hint = False, "a number (or an array of numbers) is expected"
+        else:
+            ok = a.shape == e.shape and bool(np.all(np.isclose(a, e, rtol=rtol, atol=atol)))
+            if not ok:
+                hint = _how_far(a, e)
     if not ok:
-        raise WrongAnswer(f"{label}: not right yet - expected {expected!r}, got {answer!r}")
-    print(f"{label}: correct.")
+        wanted = f" (the exercise asks for {digits} significant digits)" if digits is not None else ""
+        raise WrongAnswer(f"{title}: not right yet" + (f" - {hint}" if hint else "") + wanted + ".")
+    print(f"{title}: correct.")
     return True
 
 
@@ -155,12 +216,12 @@ def _exercise_markdown(source: str, teacher: bool, inside: bool):
         if m.group("exercise"):
             found = _EXERCISE.match(m.group(0))
             label = found.group(1)
-            current.append(f"**Exercise {label}.** {found.group(2).strip()}")
+            current.append(f"**{exercise_title(label)}.** {found.group(2).strip()}")
         elif m.group("start"):
             flush(inside)
             inside = True
             if teacher:
-                current.append(f"**Solution to {_SOLUTION_START.match(m.group(0)).group(1)}.**\n\n")
+                current.append(f"**Solution to {exercise_title(_SOLUTION_START.match(m.group(0)).group(1))}.**\n\n")
         else:
             flush(inside)
             inside = False
@@ -168,6 +229,168 @@ def _exercise_markdown(source: str, teacher: bool, inside: bool):
     current.append(source[pos:])
     flush(inside)
     return segments, inside, label
+
+
+# --- MyST markup as plain Markdown (notebooks read outside the book) ------------------------------
+
+_REPO = Path(__file__).resolve().parents[2]
+MYST_ROLE = re.compile(r"\{([a-zA-Z][\w:+-]*)\}`([^`]*)`")
+MYST_DIRECTIVE = re.compile(r"^[ \t]*(?:`{3,}|~{3,}|:{3,})[ \t]*\{[\w:+-]+\}", re.M)
+MYST_TARGET = re.compile(r"^\([\w:.+-]+\)=[ \t]*\n", re.M)
+_TITLED = re.compile(r"^(.*?)\s*<([^<>]+)>\s*$", re.S)
+
+
+def glue_values(executed) -> dict:
+    """The glued values of an executed chapter, ``{name: {mime type: value}}``: from the
+    ``<page>.glue.json`` MyST-NB writes beside the executed notebook in ``_build/jupyter_execute``,
+    or from the glue outputs of an executed ``.ipynb`` (papermill's, ``python -m itemsampling.run``'s).
+    ``executed`` is either file (for a ``.ipynb``, a ``.glue.json`` beside it is preferred)."""
+    import json
+
+    import nbformat
+
+    executed = Path(executed)
+    glue_json = executed.with_name(executed.name.removesuffix(".ipynb") + ".glue.json") \
+        if executed.suffix == ".ipynb" else executed
+    if glue_json.is_file():
+        data = json.loads(glue_json.read_text())
+        return {k: _unprefixed(v) for k, v in data.items()}
+    if executed.suffix != ".ipynb" or not executed.is_file():
+        raise ValueError(f"executed chapter {executed} does not exist (build the book, or run the chapter "
+                         f"with python -m itemsampling.run)")
+    nb = nbformat.read(executed, as_version=4)
+    out = {}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            meta = output.get("metadata", {}).get("scrapbook")
+            if meta:
+                out[meta["name"]] = _unprefixed(output)
+    return out
+
+
+def _unprefixed(output) -> dict:
+    meta = output.get("metadata", {}).get("scrapbook", {})
+    n = len(meta.get("mime_prefix", ""))
+    return {k[n:]: v for k, v in output.get("data", {}).items()}
+
+
+def _bibliography() -> dict:
+    """``{key: (who, year)}`` for the book's references (``book/references.bib``)."""
+    from pybtex.database import parse_file
+
+    from .handout import author_year_label
+
+    bib = _REPO / "book" / "references.bib"
+    if not bib.is_file():
+        return {}
+    out = {}
+    for key, entry in parse_file(str(bib)).entries.items():
+        who, _, year = author_year_label(entry).rpartition(", ")
+        out[key] = (who, year)
+    return out
+
+
+def _titles() -> dict:
+    """``{label or document path: title}`` from the book's MyST sources: ``(label)=`` targets
+    above headings, exercise labels, and each page's first heading (for ``{doc}``)."""
+    out: dict = {}
+    for folder in ("notebooks", "book"):
+        for path in sorted((_REPO / folder).glob("*.md")):
+            text = path.read_text(errors="replace")
+            first = re.search(r"^#\s+(.+)$", text, re.M)
+            if first:
+                out[f"{folder}/{path.stem}"] = first.group(1).strip()
+            for m in re.finditer(r"^\(([\w:.+-]+)\)=[ \t]*\n+#+\s+(.+)$", text, re.M):
+                out[m.group(1)] = m.group(2).strip()
+            for label in re.findall(r"^:label:\s*(ex-\d+-\d+)\s*$", text, re.M):
+                out[label] = exercise_title(label)
+    return out
+
+
+def _cite(kind: str, keys: str, bib: dict) -> str:
+    items = [k.strip() for k in keys.split(",") if k.strip()]
+    if kind in ("cite:t", "cite:ts", "cite:author"):
+        return "; ".join(f"{bib[k][0]} ({bib[k][1]})" if k in bib else k for k in items)
+    return "(" + "; ".join(f"{bib[k][0]}, {bib[k][1]}" if k in bib else k for k in items) + ")"
+
+
+def _glue_text(name: str, glue: dict, kind: str) -> str:
+    from myst_nb.core.variables import format_plain_text
+
+    if kind == "glue:md":
+        key, _, _fmt = name.partition(":")
+        key = key if key in glue else name
+        if key not in glue or "text/markdown" not in glue[key]:
+            raise ValueError(f"no glued Markdown value {key!r} in the executed chapter")
+        return glue[key]["text/markdown"]
+    key, _, spec = name.partition(":")
+    if key not in glue or "text/plain" not in glue[key]:
+        raise ValueError(f"no glued value {key!r} in the executed chapter")
+    return format_plain_text(glue[key]["text/plain"], spec)
+
+
+def plain_markdown(source: str, glue: dict | None = None, *, titles: dict | None = None,
+                   bibliography: dict | None = None) -> str:
+    """A Markdown cell's MyST markup as plain Markdown that Jupyter shows as meant: ``{glue:text}``
+    / ``{glue:md}`` / ``{glue}`` roles replaced by the glued values (``glue``, from
+    :func:`glue_values`; a missing value raises ``ValueError``), ``{cite:p}`` / ``{cite:t}`` by
+    "(Krichene and Rendle, 2020)" / "Krichene and Rendle (2020)", ``{ref}`` / ``{numref}`` /
+    ``{doc}`` / ``{eq}`` by their text (or the target's title: "Exercise 10.2", a heading), ``{math}``
+    by ``$...$``, any other role by its content; ``(label)=`` targets are dropped."""
+    glue = glue or {}
+    titles = _titles() if titles is None else titles
+    bib = _bibliography() if bibliography is None else bibliography
+
+    def role(m):
+        kind, content = m.group(1), m.group(2)
+        if kind in ("glue", "glue:any", "glue:text", "glue:md"):
+            value = _glue_text(content, glue, "glue:md" if kind == "glue:md" else "glue:text")
+            if kind == "glue:md":
+                value = plain_markdown(value, glue, titles=titles, bibliography=bib)
+            return value
+        if kind.startswith("cite"):
+            return _cite(kind, content, bib)
+        if kind == "math":
+            return f"${content}$"
+        if kind in ("ref", "numref", "doc", "eq", "term", "any", "download"):
+            titled = _TITLED.match(content)
+            if titled:
+                return titled.group(1).strip()
+            target = content.strip()
+            if kind == "eq":
+                return f"({target})"
+            key = target.lstrip("./").removeprefix("../") if kind == "doc" else target
+            for candidate in (key, f"book/{key}", f"notebooks/{key}"):
+                if candidate in titles:
+                    return titles[candidate]
+            return target
+        return content
+
+    return MYST_TARGET.sub("", MYST_ROLE.sub(role, source))
+
+
+def myst_markup(text: str) -> list[str]:
+    """The MyST roles and directives left in ``text`` (empty when it reads as plain Markdown)."""
+    return [m.group(0) for m in MYST_ROLE.finditer(text)] + [m.group(0).strip() for m in MYST_DIRECTIVE.finditer(text)]
+
+
+def reader_notebook(nb, glue: dict | None = None):
+    """The notebook a reader downloads: the executed chapter with its Markdown as plain Markdown
+    (exercise directives as "**Exercise C.k.**" with their solutions below "**Solution to ...**",
+    glued values filled in, citations and cross-references as text). A new notebook."""
+    import copy
+
+    out = copy.deepcopy(nb)
+    titles, bib = _titles(), _bibliography()
+    inside = False
+    for cell in out.cells:
+        if cell.cell_type != "markdown":
+            continue
+        segments, inside, _ = _exercise_markdown(cell.source, True, inside)
+        text = "\n\n".join(t for t, _ in segments)
+        cell.source = plain_markdown(text, glue, titles=titles, bibliography=bib)
+    out.metadata.pop("jupytext", None)
+    return out
 
 
 def _nbgrader(grade_id: str, *, solution: bool, grade: bool, locked: bool, points: int | None = None) -> dict:
@@ -178,7 +401,7 @@ def _nbgrader(grade_id: str, *, solution: bool, grade: bool, locked: bool, point
     return meta
 
 
-def classroom_notebook(nb, version: str):
+def classroom_notebook(nb, version: str, glue: dict | None = None):
     """The ``"student"`` or ``"teacher"`` notebook of a chapter (a new notebook; ``nb`` is left as
     it is).
 
@@ -189,6 +412,10 @@ def classroom_notebook(nb, version: str):
     the student's stub, so nbgrader's own ``generate_assignment`` turns it into the student
     version. The student version replaces every solution cell by its stub
     (``answer_NN_k = ...  # your answer``), on which the check cell prints "not answered yet".
+
+    Markdown reads as plain Markdown (:func:`plain_markdown`): exercises are titled as in the book
+    ("**Exercise 8.1.**"), glued values come from ``glue`` (:func:`glue_values` of the executed
+    chapter; a glued name it lacks raises ``ValueError``), citations and cross-references are text.
     """
     import copy
 
@@ -200,6 +427,7 @@ def classroom_notebook(nb, version: str):
     out = copy.deepcopy(nb)
     cells = []
     label, inside = None, False
+    titles, bib = _titles(), _bibliography()
     for cell in out.cells:
         tags = _tags(cell)
         if cell.cell_type == "markdown":
@@ -207,6 +435,7 @@ def classroom_notebook(nb, version: str):
             label = stated or label
             inside = inside_after
             for text, is_solution in segments:
+                text = plain_markdown(text, glue, titles=titles, bibliography=bib)
                 md = nbformat.v4.new_markdown_cell(text)
                 if is_solution:
                     md.source = f"{BEGIN_SOLUTION}\n{text}\n{END_SOLUTION}"
@@ -331,20 +560,43 @@ def run_exercises(notebook, version: str = "teacher", answers=None, raise_wrong:
     return results
 
 
-def write_classroom_notebooks(notebooks, out_dir) -> list[Path]:
+def executed_chapter(chapter, executed_dir) -> Path | None:
+    """The executed version of ``chapter`` in ``executed_dir`` (the ``.glue.json`` MyST-NB writes
+    in ``_build/jupyter_execute/notebooks``, or an executed ``<stem>.ipynb``), or ``None``."""
+    executed_dir = Path(executed_dir)
+    stem = Path(chapter).stem
+    for candidate in (executed_dir / f"{stem}.glue.json", executed_dir / f"{stem}.ipynb",
+                      executed_dir / stem / f"{stem}.ipynb"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def write_classroom_notebooks(notebooks, out_dir, executed=None, versions=("student", "teacher")) -> list[Path]:
     """Write ``<out_dir>/student/<chapter>.ipynb`` and ``<out_dir>/teacher/<chapter>.ipynb`` for
-    every MyST chapter in ``notebooks`` (what ``make exercises`` runs). Returns the paths."""
+    every MyST chapter in ``notebooks`` (what ``make exercises`` runs), with the glued values of the
+    executed chapter found in ``executed`` (a folder, see :func:`executed_chapter`; a chapter that
+    glues values and has no executed version there raises ``ValueError``). Returns the paths."""
     import nbformat
 
     out_dir = Path(out_dir)
+    if isinstance(versions, str) or not set(versions) <= {"student", "teacher"} or not versions:
+        raise ValueError(f"versions must be a non-empty list of 'student' / 'teacher', got {versions!r}")
     written = []
     for path in notebooks:
         path = Path(path)
         nb = read_notebook(path)
         exercise_start(nb)  # every chapter must have its exercise section
-        for version in ("student", "teacher"):
+        found = executed_chapter(path, executed) if executed is not None else None
+        glue = glue_values(found) if found is not None else {}
+        for version in versions:
             target = out_dir / version / f"{path.stem}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(classroom_notebook(nb, version), target)
+            try:
+                notebook = classroom_notebook(nb, version, glue)
+            except ValueError as err:
+                where = f"executed version {found}" if found else f"no executed version in {executed}"
+                raise ValueError(f"{path.name}: {err} ({where})") from None
+            nbformat.write(notebook, target)
             written.append(target)
     return written
