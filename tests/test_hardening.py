@@ -69,3 +69,57 @@ def test_make_model_seed_is_used():
     a, b, c = (E.make_model("als", rng=s) for s in (3, np.int64(3), 4))
     draw = [m.rng.integers(1 << 30) for m in (a, b, c)]
     assert draw[0] == draw[1] != draw[2]
+
+
+# --- sizes that cannot be --------------------------------------------------------------------------
+def _tiny_split():
+    import pandas as pd
+
+    train = pd.DataFrame({"user": [0, 0, 1, 1], "item": [0, 1, 1, 2], "rating": 1.0, "timestamp": 0})
+    test = pd.DataFrame({"user": [0, 1], "item": [2, 3], "rating": 1.0, "timestamp": 1})
+    for df in (train, test):
+        df.attrs["n_items"], df.attrs["n_users"] = 6, 2
+    return train, test
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+def test_sampled_ranks_explicit_sizes(replacement):
+    from itemsampling import models as MO
+    from itemsampling.ranking import pool_sizes, sampled_ranks_explicit
+
+    train, test = _tiny_split()
+    model = MO.Popular().fit(train)
+    pools = pool_sizes(train, test, 6)
+    np.testing.assert_array_equal(pools, [4, 4])  # 6 items less each user's 2 training items
+    with pytest.raises(ValueError, match="sample_size must be <= 6"):  # above the catalogue
+        sampled_ranks_explicit(model, train, test, 7, rng=0, replacement=replacement)
+    with pytest.raises(ValueError, match=r"sample_size must be <= every user's pool N_u .* N_u = 4, got 5"):
+        sampled_ranks_explicit(model, train, test, 5, rng=0, replacement=replacement)
+    # at n = N_u every item of the pool can be drawn: ranks stay in 1..n
+    r = sampled_ranks_explicit(model, train, test, 4, rng=0, replacement=replacement)
+    assert r.min() >= 1 and r.max() <= 4
+
+
+def test_empty_lists_are_refused():
+    from itemsampling import experiments as E
+    from itemsampling.estimators import estimate_metrics
+    from itemsampling.estimators.grid import grid_estimate_metrics
+
+    R = np.array([1, 5, 20, 50])
+    gr = E.GlobalRanks({"a": R}, 100, np.full(4, 100), np.arange(4), np.zeros(4, dtype=np.int64), "hand", True, 0)
+    kw = dict(n_repeats=2, cache=False, progress=False)
+    cases = [(lambda: estimate_metrics([1, 2, 3], 100, 10, "recall", 5, []), "methods must name at least one"),
+             (lambda: estimate_metrics([1, 2, 3], 100, 10, [], 5, ["cls"]), "metrics must name at least one"),
+             (lambda: estimate_metrics([1, 2, 3], 100, 10, "recall", 5, [], ci=0.9), "methods must name"),
+             (lambda: grid_estimate_metrics([1, 2], 10**6, 10, "recall", 5, []), "methods must name"),
+             (lambda: grid_estimate_metrics([1, 2], 10**6, 10, [], 5, ["mes"]), "metrics must name"),
+             (lambda: metric_from_distribution(np.full(4, 0.25), "recall", []), "k must name at least one"),
+             (lambda: E.run_experiment(gr, sample_sizes=(), **kw), "sample_sizes must hold at least one"),
+             (lambda: E.run_experiment(gr, metrics=(), **kw), "metrics must hold at least one"),
+             (lambda: E.run_experiment(gr, estimators={}, **kw), "estimators must be a non-empty dict")]
+    for call, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            call()
+    # one entry is enough, and gives the value of its formula: Recall@2 of a uniform distribution
+    assert estimate_metrics([1, 2, 3], 100, 10, "recall", 5, ["sampled"]) == {"sampled": {"recall": 1.0}}
+    np.testing.assert_allclose(metric_from_distribution(np.full(4, 0.25), "recall", [2]), [0.5])

@@ -824,6 +824,8 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
                        if len(ranks) else [2])
     if int(ranks.pool_sizes.max()) > int(ranks.n_items):
         raise ValueError(f"ranks.pool_sizes must be <= ranks.n_items = {ranks.n_items}")
+    if np.size(sample_sizes) == 0:
+        raise ValueError("sample_sizes must hold at least one sample size, got none")
     sizes = [check_int(n, "sample_size", low=2, high=int(ranks.pool_sizes.min()) if pool == "user" and not replacement
                        else ranks.n_items) for n in np.atleast_1d(sample_sizes)]
     if pool not in ("user", "catalog"):
@@ -832,7 +834,9 @@ def run_experiment(ranks: GlobalRanks, sample_sizes=(100,), n_repeats: int = 100
     for m in metrics:
         me, k = (m, None) if isinstance(m, str) else m
         mets.append((canonical_metric(me), None if k is None else check_int(k, "k", low=1)))
-    estimators = dict(estimators or {"sampled": uncorrected})
+    if not mets:
+        raise ValueError("metrics must hold at least one metric or (metric, k), got none")
+    estimators = {"sampled": uncorrected} if estimators is None else dict(estimators)  # {} is refused below
     if not estimators or not all(callable(f) for f in estimators.values()):
         raise ValueError("estimators must be a non-empty dict of name -> callable")
     models = list(ranks.keys())

@@ -161,14 +161,17 @@ def sampled_ranks_explicit(model, train: pd.DataFrame, test: pd.DataFrame, sampl
     replacement = check_bool(replacement, "replacement")
     X = _train_csr(train, model.n_users_, N)
     pools = pool_sizes(train, test, N, exclude_train)
-    sample_size = check_int(sample_size, "sample_size", low=2)
+    sample_size = check_int(sample_size, "sample_size", low=2, high=N)
     batch_size = check_int(batch_size, "batch_size", low=1)
     check_memory(float(min(batch_size, tu.size)) * N * 8 * 3, f"drawing decoys for a batch of "
                  f"{min(batch_size, tu.size)} users x {N} items", "batch_size")
-    if not replacement and sample_size > pools.min():
-        raise ValueError(f"sample_size must be <= the smallest pool ({pools.min()}) without replacement")
     if pools.min() < 2:
         raise ValueError("every test user needs at least one candidate decoy")
+    if sample_size > pools.min():
+        # with or without replacement: the kernel needs n <= N_u, and a rank above the pool is meaningless
+        worst = int(np.argmin(pools))
+        raise ValueError(f"sample_size must be <= every user's pool N_u (the target and its candidate decoys); "
+                         f"test row {worst} (user {int(tu[worst])}) has N_u = {int(pools[worst])}, got {sample_size}")
     m = sample_size - 1
     out = np.empty(tu.size, dtype=np.int64)
     for s in range(0, tu.size, batch_size):

@@ -69,6 +69,13 @@ def estimate_rank_distribution(sampled_ranks, n_items, sample_size, method, **pa
     return _erd(sampled_ranks, n_items, sample_size, method, **params)
 
 
+def _check_nonempty(values, name: str, what: str) -> None:
+    """An empty list of metrics, methods or cut-offs is a caller's mistake, not a request for an
+    empty result: refused naming the argument."""
+    if not isinstance(values, str) and np.ndim(values) > 0 and np.size(values) == 0:
+        raise ValueError(f"{name} must name at least one {what}, got an empty {type(values).__name__}")
+
+
 def metric_from_distribution(rank_distribution, metric: str, k, n_items: int | None = None):
     r""":math:`\widehat T = \sum_{R=1}^N \widehat P(R)\,F(R)` (TORS Eq. 26-27; Jin et al. 2021 Eq. 13-14),
     for one cut-off ``k`` (returns a float) or a sequence of cut-offs (returns an array)."""
@@ -79,6 +86,7 @@ def metric_from_distribution(rank_distribution, metric: str, k, n_items: int | N
         raise ValueError(f"rank_distribution must have length n_items = {n_items}, got {P.size}")
     N = P.size
     R = np.arange(1, N + 1)
+    _check_nonempty(k, "k", "cut-off")
     seq = np.ndim(k) > 0
     ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
     vals = np.array([float(P @ metric_function(metric, kk, N)(R)) for kk in ks])
@@ -371,6 +379,8 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
     interval; all methods share the same ``n_boot`` replicates drawn with ``rng``
     (:func:`~itemsampling.estimators.bootstrap.bootstrap_metrics`).
     """
+    _check_nonempty(metrics, "metrics", "metric")
+    _check_nonempty(methods, "methods", f"method of {METHODS}")
     if ci is not None:
         from .bootstrap import bootstrap_metrics
 

@@ -954,6 +954,9 @@ def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics
     for m in names:
         canonical_metric(m)
     methods = [methods] if isinstance(methods, str) else list(methods)
+    if not names or not methods:  # a caller's mistake, as in estimate_metrics
+        raise ValueError("metrics must name at least one metric" if not names else
+                         f"methods must name at least one method of {GRID_METHODS}")
     for meth in methods:
         if meth not in GRID_METHODS:
             raise ValueError(f"method must be one of {GRID_METHODS}, got {meth!r}")
