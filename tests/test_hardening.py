@@ -123,3 +123,39 @@ def test_empty_lists_are_refused():
     # one entry is enough, and gives the value of its formula: Recall@2 of a uniform distribution
     assert estimate_metrics([1, 2, 3], 100, 10, "recall", 5, ["sampled"]) == {"sampled": {"recall": 1.0}}
     np.testing.assert_allclose(metric_from_distribution(np.full(4, 0.25), "recall", [2]), [0.5])
+
+
+# --- splits ----------------------------------------------------------------------------------------
+def _interactions(ts):
+    import pandas as pd
+
+    return pd.DataFrame({"user": [0, 0, 0, 1, 1], "item": [0, 1, 2, 2, 3], "rating": 1.0, "timestamp": ts})
+
+
+def test_leave_last_out_refuses_missing_timestamps():
+    import pandas as pd
+
+    from itemsampling.data import leave_last_out
+
+    for ts in ([1.0, np.nan, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, np.inf, 4.0]):
+        with pytest.raises(ValueError, match=r"interactions\['timestamp'\] must be finite: 1 row"):
+            leave_last_out(_interactions(ts), rng=0)
+    with pytest.raises(ValueError, match="NaT"):
+        leave_last_out(_interactions(pd.to_datetime([1, None, 2, 3, 4], unit="s")), rng=0)
+    # finite times: each user's latest event is held out (user 0: item 1 at t = 9; user 1: item 2 at t = 5)
+    train, test = leave_last_out(_interactions([1.0, 9.0, 2.0, 5.0, 4.0]), rng=0)
+    assert test["item"].tolist() == [1, 2] and len(train) == 3
+
+
+def test_holdout_fraction_test_users():
+    from itemsampling.data import holdout_fraction
+
+    df = _interactions([1, 2, 3, 4, 5])
+    for bad, msg in (([], "non-empty"), ([0.5], "integer user ids"), ([True], "integer user ids"),
+                     ("0", "non-empty 1-d array"), ([[0, 1]], "non-empty 1-d array"), ([0, 7], "present")):
+        with pytest.raises(ValueError, match=f"test_users must .*{msg}"):
+            holdout_fraction(df, 0.5, rng=0, test_users=bad)
+    # user 1 only: round(0.5 * 2) = 1 of its 2 interactions held out, user 0 untouched
+    for users in ([1], np.array([1.0]), np.int64(1)):
+        train, test = holdout_fraction(df, 0.5, rng=0, test_users=users)
+        assert test["user"].tolist() == [1] and len(train) == 4

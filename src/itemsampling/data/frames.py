@@ -103,6 +103,7 @@ def leave_last_out(interactions: pd.DataFrame, rng=None) -> tuple[pd.DataFrame, 
     events are broken at random with ``rng`` (so data without timestamps get a random held-out
     item). Returns ``(train, test)``; ``test`` has exactly one row per user, sorted by user.
 
+    Timestamps must be numbers or datetimes without NaN/NaT (a missing time cannot be ordered).
     Every user needs at least two interactions (one to train on, one to test): otherwise a
     ``ValueError`` names the offending users. ``attrs["n_users"]``/``attrs["n_items"]`` carry over.
     """
@@ -113,6 +114,14 @@ def leave_last_out(interactions: pd.DataFrame, rng=None) -> tuple[pd.DataFrame, 
     df = interactions
     users = df["user"].to_numpy()
     ts = df["timestamp"].to_numpy()
+    if ts.dtype.kind not in "iufmM":
+        raise ValueError(f"interactions['timestamp'] must hold numbers, got dtype {ts.dtype}")
+    if ts.dtype.kind == "f" and not np.all(np.isfinite(ts)):
+        bad = np.flatnonzero(~np.isfinite(ts))
+        raise ValueError(f"interactions['timestamp'] must be finite: {bad.size} row(s) hold NaN or inf "
+                         f"(e.g. row {bad[:5].tolist()}); which event is last cannot be decided")
+    if ts.dtype.kind == "M" and np.any(np.isnat(ts)):
+        raise ValueError("interactions['timestamp'] must not hold NaT: which event is last cannot be decided")
     tie = gen.random(len(df))
     order = np.lexsort((tie, ts, users))  # by user, then time, then random tie-break
     su = users[order]
@@ -132,12 +141,28 @@ def leave_last_out(interactions: pd.DataFrame, rng=None) -> tuple[pd.DataFrame, 
     return train, test
 
 
+def _check_user_ids(values, name: str) -> np.ndarray:
+    """A non-empty 1-d array of integer user ids (sorted, unique); booleans, strings, NaN and
+    non-integer values are refused naming the argument."""
+    if isinstance(values, (str, bytes, dict, set)):
+        raise ValueError(f"{name} must be a non-empty 1-d array of integer user ids, got {type(values).__name__}")
+    arr = np.atleast_1d(np.asarray(values))
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d array of integer user ids, got shape {arr.shape}")
+    if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.floor(arr)):
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must hold integer user ids, got {arr[:3].tolist()}... (dtype {arr.dtype})")
+    return np.unique(arr.astype(np.int64))
+
+
 def holdout_fraction(interactions: pd.DataFrame, fraction: float = 0.2, rng=None,
                      test_users=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ihemelandu & Ekstrand 2023, Sec. III-A: hold out ``fraction`` (default 20%) of each test
     user's interactions, chosen at random (``round(fraction * size)``, at least 1, at most
     ``size - 1``); other users' interactions all go to train. ``test_users`` defaults to every
-    user. Returns ``(train, test)``."""
+    user; given, it must be a non-empty array of integer ids of users present in ``interactions``
+    (an empty, boolean or non-integer list is refused). Returns ``(train, test)``."""
     _check_frame(interactions, "interactions", columns=("user", "item"))
     fraction = check_real(fraction, "fraction", low=0.0, high=1.0, low_open=True, high_open=True)
     gen = as_rng(rng)
@@ -148,8 +173,8 @@ def holdout_fraction(interactions: pd.DataFrame, fraction: float = 0.2, rng=None
         selected = np.zeros(counts.size, dtype=bool)
         selected[np.flatnonzero(counts)] = True
     else:
-        tu = np.unique(np.asarray(test_users, dtype=np.int64))
-        if tu.size and (tu.min() < 0 or tu.max() >= counts.size or np.any(counts[tu] == 0)):
+        tu = _check_user_ids(test_users, "test_users")
+        if tu.min() < 0 or tu.max() >= counts.size or np.any(counts[tu] == 0):
             raise ValueError("test_users must be users present in interactions")
         selected = np.zeros(counts.size, dtype=bool)
         selected[tu] = True
