@@ -50,3 +50,43 @@ def test_record_text(tmp_path, monkeypatch):
     assert json.loads(path.read_text()) == {"sentence": "A beats *B*"}
     with pytest.raises(ValueError, match="text must be a string"):
         book.record_text("bad", 3)
+
+
+def test_standard_error_by_hand():
+    # values 1, 2, 3, 4: sample variance 5/3, se = sqrt(5/3) / 2
+    assert book.standard_error([1, 2, 3, 4]) == pytest.approx(np.sqrt(5 / 3) / 2, rel=1e-14)
+    with pytest.raises(ValueError, match="at least 2"):
+        book.standard_error([1.0])
+    with pytest.raises(ValueError, match="finite"):
+        book.standard_error([1.0, np.nan])
+
+
+def test_compare_with_paper_margin():
+    # combined se = hypot(0.3, 0.4) = 0.5: a difference of 0.99 matches at z = 2, 1.01 does not
+    assert book.compare_with_paper(10.99, 0.3, 10.0, 0.4) == {"diff": pytest.approx(0.99), "se": pytest.approx(0.5),
+                                                              "verdict": "matches"}
+    assert book.compare_with_paper(11.01, 0.3, 10.0, 0.4)["verdict"] == "above"
+    assert book.compare_with_paper(8.99, 0.3, 10.0, 0.4)["verdict"] == "below"
+    assert book.compare_with_paper(8.99, 0.3, 10.0, 0.4, z=3)["verdict"] == "matches"
+    assert book.compare_with_paper(5.0, 0.0, 5.0)["verdict"] == "matches"  # equal values, no noise
+    assert book.compare_with_paper(5.1, 0.0, 5.0)["verdict"] == "above"
+    with pytest.raises(ValueError, match="ours_se"):
+        book.compare_with_paper(1.0, -0.1, 1.0)
+    with pytest.raises(ValueError, match="z"):
+        book.compare_with_paper(1.0, 0.1, 1.0, z=0)
+    with pytest.raises(ValueError, match="paper"):
+        book.compare_with_paper(1.0, 0.1, float("nan"))
+
+
+def test_paired_difference_against_a_hand_computation():
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=50)
+    b = a - 0.5 + 0.1 * rng.normal(size=50)  # a is larger by about 0.5, paired noise 0.1
+    out = book.paired_difference(a, b)
+    d = a - b
+    assert out["mean"] == pytest.approx(d.mean()) and out["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(50))
+    assert out["sign"] == 1 and book.paired_difference(b, a)["sign"] == -1
+    # unpaired noise of size 1 and a shift of 0.01: within the noise
+    assert book.paired_difference(a + 0.01, a + rng.normal(size=50))["sign"] == 0
+    with pytest.raises(ValueError, match="same repeats"):
+        book.paired_difference([1, 2, 3], [1, 2])

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["record", "record_text", "recorded", "to_jsonable", "order_string", "RESULTS_ENV"]
+__all__ = ["record", "record_text", "recorded", "to_jsonable", "order_string", "standard_error",
+           "compare_with_paper", "paired_difference", "RESULTS_ENV"]
 
 RESULTS_ENV = "ITEMSAMPLING_RESULTS"
 _RECORDED: dict = {}
@@ -123,3 +124,57 @@ def record_text(name: str, text: str) -> str:
     except Exception:  # pragma: no cover - myst_nb missing or not in a kernel
         pass
     return text
+
+
+def standard_error(values) -> float:
+    """Standard error of the mean of independent repeats: ``std(values, ddof=1) / sqrt(len)``.
+
+    At least two finite values are required (one draw has no standard error)."""
+    from ._validation import as_float_array
+
+    v = as_float_array(values, "values").ravel()
+    if v.size < 2:
+        raise ValueError(f"values must hold at least 2 repeats to have a standard error, got {v.size}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError("values must be finite")
+    return float(np.std(v, ddof=1) / np.sqrt(v.size))
+
+
+def compare_with_paper(ours: float, ours_se: float, paper: float, paper_se: float = 0.0, z: float = 2.0) -> dict:
+    """Decide "ours vs paper" by the standard error of the difference.
+
+    The difference ``ours - paper`` has standard error ``se = sqrt(ours_se**2 + paper_se**2)``
+    (independent estimates: ours over our repeats, the paper's from its printed ± where given, else 0).
+    The verdict is ``"matches"`` when ``|ours - paper| < z * se``, else ``"above"`` or ``"below"``
+    (ours above / below the paper's). A zero ``se`` only matches an exactly equal value.
+    Returns ``{"diff", "se", "verdict"}``."""
+    from ._validation import check_real
+
+    ours = check_real(ours, "ours")
+    paper = check_real(paper, "paper")
+    ours_se = check_real(ours_se, "ours_se", low=0)
+    paper_se = check_real(paper_se, "paper_se", low=0)
+    z = check_real(z, "z", low=0, low_open=True)
+    diff = ours - paper
+    se = float(np.hypot(ours_se, paper_se))
+    verdict = "matches" if abs(diff) < z * se or diff == 0 else ("above" if diff > 0 else "below")
+    return {"diff": diff, "se": se, "verdict": verdict}
+
+
+def paired_difference(a, b, z: float = 2.0) -> dict:
+    """Mean of the per-repeat differences ``a - b`` (the same draws for both), its standard error
+    over the repeats, and the sign that a margin of ``z`` standard errors allows: ``+1`` when the
+    mean exceeds ``z * se``, ``-1`` when it is below ``-z * se``, ``0`` (within the noise) otherwise.
+    Returns ``{"mean", "se", "sign"}``."""
+    from ._validation import as_float_array, check_real
+
+    a = as_float_array(a, "a").ravel()
+    b = as_float_array(b, "b").ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must hold the same repeats, got {a.size} and {b.size} values")
+    z = check_real(z, "z", low=0, low_open=True)
+    d = a - b
+    se = standard_error(d)
+    mean = float(np.mean(d))
+    sign = 1 if mean > z * se else -1 if mean < -z * se else 0
+    return {"mean": mean, "se": se, "sign": sign}
