@@ -361,3 +361,49 @@ def test_gini_sweep_orders_concentration():
 def test_popularity_ranks_match_scipy_average_ranks():
     p = np.random.default_rng(0).integers(0, 20, size=500).astype(float)
     np.testing.assert_allclose(popularity_ranks(p), stats.rankdata(p, method="average"), rtol=0, atol=0)
+
+
+def test_top_lists_equal_a_full_sort_with_ties():
+    """The partition-based top-k equals a full lexicographic sort by (-score, tie) on tied scores,
+    short candidate sets and scores closer together than the jitter."""
+    from itemsampling.candidates import _top_lists
+
+    g = np.random.default_rng(0)
+    for scores in (np.floor(g.random((60, 80)) * 4),                         # heavy ties
+                   (g.random((60, 80)) < 0.3).astype(float),                  # 0/1, like the Oracle
+                   1.0 + 1e-9 * g.integers(0, 5, size=(60, 80)),               # distinct values within the jitter
+                   g.normal(size=(60, 80))):
+        tie = g.random(scores.shape)
+        allowed = g.random(scores.shape) < 0.5
+        allowed[:5] = False
+        allowed[:5, :3] = True  # five rows with only 3 candidates: the list is padded with -1
+        for k in (1, 10, 50):
+            got = _top_lists(scores, allowed, tie, k)
+            for b in range(scores.shape[0]):
+                cand = np.flatnonzero(allowed[b])
+                order = cand[np.lexsort((tie[b, cand], -scores[b, cand]))][:k]
+                want = np.full(k, -1)
+                want[:order.size] = order
+                np.testing.assert_array_equal(got[b], want)
+
+
+def test_truth_experiment_same_for_every_n_jobs():
+    cfg = SimulationConfig(n_users=80, n_items=200, true_profile_mean=100, profile_median=12, seed=2)
+    kw = dict(models=("popular", "itemknn", "oracle"), n_decoys=30, k=10, metrics=("ndcg", "rr"), n_repeats=3, rng=5)
+    a = truth_experiment(cfg, n_jobs=1, **kw)
+    b = truth_experiment(cfg, n_jobs=2, **kw)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    with pytest.raises(ValueError, match="n_jobs"):
+        truth_experiment(cfg, n_jobs=0, **kw)
+
+
+def test_evaluate_candidates_per_user_values(sim_split):
+    sim, split = sim_split
+    model = Popular().fit(split.train, n_items=split.n_items, n_users=split.n_users)
+    cs = [draw_candidates(split, "full"), draw_candidates(split, "uniform", 20, rng=3)]
+    res = evaluate_candidates(model, split, cs, k=5, metrics=("recall",), rng=1, per_user=True)
+    for c in cs:
+        v = res.attrs["per_user"][(c.label, "obs", "recall")]
+        assert v.shape == (split.users.size,)
+        got = res[(res.candidates == c.label) & (res.metric == "recall")]["value"].iloc[0]
+        assert got == pytest.approx(np.nanmean(v), rel=1e-12)

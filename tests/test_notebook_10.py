@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import rankdata
+from scipy import stats
+from scipy.stats import kendalltau, rankdata
 
 from itemsampling.candidates import item_popularity, make_recommender, split_holdout, target_ranks
 from itemsampling.data import DATASETS, gini, item_counts, leave_last_out, load_simulation, simulate
@@ -21,15 +22,21 @@ PARAMS = {
     "models": ["random", "popular", "itemknn"],
     "decoy_sizes": [10, 50, 5000],
     "figure2_sizes": [10, 50],
-    "truth_models": ["popular", "oracle"],
+    "truth_models": ["popular", "itemknn", "oracle"],
+    "truth_dataset": "sim-ml100k",
+    "truth_users": 100,
     "truth_decoys": 50,
     "truth_k": 20,
-    "truth_repeats": 1,
+    "truth_repeats": 3,
+    "n_jobs": 1,
+    "rq1_boot": 200,
     "kernel_models": ["popular"],
     "kernel_sample_size": 50,
+    "kernel_repeats": 2,
     "sweep_zipfs": [0.0, 1.0],
     "sweep_models": ["popular", "itemknn"],
     "sweep_decoys": 50,
+    "sweep_repeats": 2,
     "seed": 4,
 }
 
@@ -159,4 +166,71 @@ def test_gini_sweep_values(results):
 
 def test_runtime_recorded(results):
     assert results["ch10_runtime_s"] > 0
-    assert set(results["ch10_seconds"]) == {"decoys", "truth", "sweep"}
+    assert set(results["ch10_seconds"]) == {"decoys", "truth", "kernel", "sweep"}
+
+
+def t_interval(x):
+    """Mean and 95% t interval, from scipy's t quantile."""
+    x = np.asarray(x, dtype=float)
+    h = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    return x.mean(), x.mean() - h, x.mean() + h
+
+
+def test_truth_intervals_and_kendall_tau_recomputed(results):
+    """Per-simulation nDCG values recorded; the bias intervals and Kendall's tau recomputed from them."""
+    per = results["ch10_truth_per_sim_ndcg"]
+    models = PARAMS["truth_models"]
+    R = PARAMS["truth_repeats"]
+    assert results["ch10_truth_repeats"] == R
+    for s in ("full", "uniform", "popularity"):
+        taus = []
+        for r in range(R):
+            obs = [per[f"{m}/{s}"]["M_obs"][r] for m in models]
+            tru = [per[f"{m}/{s}"]["M_truth"][r] for m in models]
+            taus.append(kendalltau(obs, tru).statistic)
+        np.testing.assert_allclose(results["ch10_tau_per_sim"][f"ndcg/{s}"], taus, atol=1e-12)
+        np.testing.assert_allclose(results["ch10_tau_ci"][f"ndcg/{s}"], t_interval(taus), atol=1e-9)
+        for m in models:
+            bias = np.subtract(per[f"{m}/{s}"]["M_obs"], per[f"{m}/{s}"]["M_truth"])
+            np.testing.assert_allclose(results["ch10_truth_bias_ci"][f"ndcg/{m}/{s}"], t_interval(bias), atol=1e-9)
+    lo_hi = results["ch10_tau_ci"]["ndcg/full"]
+    assert results["ch10_ranked_consistently"] == (lo_hi[2] >= 1 - 1e-12)
+    # the best model other than the Oracle under M_truth, from the recorded means
+    mt = {m: results["ch10_truth_M_truth"][f"ndcg/{m}"] for m in models if m != "oracle"}
+    assert results["ch10_best_truth"]["ndcg"] == max(mt, key=mt.get)
+    under = [m for m in models if results["ch10_truth_bias_ci"][f"ndcg/{m}/full"][2] < 0]
+    assert results["ch10_n_underestimated"]["ndcg"] == len(under)
+
+
+def test_rq1_margin_decided_by_the_interval(results):
+    ret, prone = results["ch10_retention"], results["ch10_prone"]
+    pr = [ret[m] for m in ret if m in prone]
+    ot = [ret[m] for m in ret if m not in prone]
+    d = results["ch10_rq1_diff"]
+    assert d["estimate"] == pytest.approx(np.median(pr) - np.median(ot), abs=1e-12)
+    assert d["low"] <= d["high"]
+    want = "slower" if d["low"] > 0 else "faster" if d["high"] < 0 else "indistinguishable"
+    assert results["ch10_rq1_verdict"] == want
+    for m, (lo, hi) in results["ch10_retention_ci"].items():
+        assert lo <= ret[m] <= hi
+
+
+def test_kernel_damage_recomputed_from_draws(results):
+    draws = results["ch10_kernel_draws"]
+    assert len(draws["Popular/uniform"]) == PARAMS["kernel_repeats"]
+    for strat in ("uniform", "popularity"):
+        e = [100 * (d["MN"] / d["exact"] - 1) for d in draws[f"Popular/{strat}"]]
+        np.testing.assert_allclose(results["ch10_kernel_err_ci"][f"Popular/{strat}"]["MN"], t_interval(e), atol=1e-9)
+    dmg = [100 * (p["MLE"] / p["exact"] - u["MLE"] / u["exact"])
+           for p, u in zip(draws["Popular/popularity"], draws["Popular/uniform"])]
+    np.testing.assert_allclose(results["ch10_kernel_damage"]["Popular/MLE"], t_interval(dmg), atol=1e-9)
+    # the first draw is the recorded table row
+    assert draws["Popular/uniform"][0]["MLE"] == pytest.approx(results["ch10_kernel_table"]["Popular/uniform"]["MLE"])
+
+
+def test_sweep_slope_recomputed(results):
+    g = np.array(results["ch10_sweep_gini_per_repeat"])
+    lift = np.array(results["ch10_sweep_lift_per_repeat"])
+    assert g.shape == lift.shape == (PARAMS["sweep_repeats"], len(PARAMS["sweep_zipfs"]))
+    slopes = [np.polyfit(g[r], lift[r], 1)[0] for r in range(g.shape[0])]
+    np.testing.assert_allclose(results["ch10_sweep_slope"], t_interval(slopes), rtol=1e-9)
