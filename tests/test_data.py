@@ -225,14 +225,15 @@ def test_load_movielens_1m_and_csv(tmp_path):
 @pytest.mark.parametrize("content, match", [
     ("196\t242\t3\n", "line 1 has 3 field"),
     ("196\t242\t3\t881250949\n186\tx\t3\t891717742\n", "line 2, field 2 \\(item\\) is not an integer"),
-    ("196\t242\t3\t881250949\n186\t302\t3\t8917", None),  # complete last row without newline: fine
+    ("196\t242\t3\t881250949\n186\t302\t3\t8917", None),  # complete last row without newline: read, warned
     ("196\t242\t3\t881250949\n186\t302\t", "truncated"),
     ("", "no data rows"),
 ])
 def test_load_movielens_malformed(tmp_path, content, match):
     (tmp_path / "u.data").write_text(content)
     if match is None:
-        assert len(D.load_movielens(tmp_path)) == 2
+        with pytest.warns(UserWarning, match=r"u\.data: the file does not end with a newline, so its last line 2 "):
+            assert len(D.load_movielens(tmp_path)) == 2
     else:
         with pytest.raises(ValueError, match=match):
             D.load_movielens(tmp_path)

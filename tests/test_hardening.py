@@ -159,3 +159,54 @@ def test_holdout_fraction_test_users():
     for users in ([1], np.array([1.0]), np.int64(1)):
         train, test = holdout_fraction(df, 0.5, rng=0, test_users=users)
         assert test["user"].tolist() == [1] and len(train) == 4
+
+
+# --- loaders ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, content", [("u.data", "1\t2\t3\t881250949\n{u}\t3\t4\t881250950\n"),
+                                           ("ratings.dat", "1::2::3::978300760\n{u}::3::4::978300761\n"),
+                                           ("ratings.csv", "userId,movieId,rating,timestamp\n1,2,3.0,1\n{u},3,4.0,2\n")])
+def test_movielens_ids_negative_or_beyond_int64(tmp_path, name, content):
+    from itemsampling.data import load_movielens
+
+    f = tmp_path / name
+    line = 3 if name == "ratings.csv" else 2
+    for u, msg in (("-5", "must be a non-negative id, got '-5'"),
+                   (str(2**64 - 1), "must fit in a 64-bit integer"),  # once wrapped silently to -1
+                   (str(10**20), "must fit in a 64-bit integer")):  # once a raw OverflowError
+        f.write_text(content.format(u=u))
+        with pytest.raises(ValueError, match=rf"{name}: line {line}, field 1 \(user\) {msg}"):
+            load_movielens(f)
+    f.write_text(content.format(u=2**63 - 1))  # the largest int64 is an id like any other
+    assert load_movielens(f).attrs["user_ids"].tolist() == [1, 2**63 - 1]
+
+
+def test_ncf_ids_beyond_int64(tmp_path):
+    from itemsampling.data import load_ncf
+
+    (tmp_path / "ml-1m.train.rating").write_text(f"0\t1\t5\t978300760\n{2**64 - 1}\t2\t3\t978300761\n")
+    (tmp_path / "ml-1m.test.rating").write_text("0\t2\t5\t978300762\n")
+    (tmp_path / "ml-1m.test.negative").write_text("(0,2)\t3\t4\n")
+    with pytest.raises(ValueError, match=r"train\.rating: line 2, field 1 \(user\) must fit in a 64-bit"):
+        load_ncf(tmp_path, "ml-1m")
+    (tmp_path / "ml-1m.train.rating").write_text("0\t1\t5\t978300760\n1\t2\t3\t978300761\n")
+    (tmp_path / "ml-1m.test.negative").write_text(f"(0,2)\t3\t{2**64}\n")
+    with pytest.raises(ValueError, match=r"test\.negative: line 1, field 3 \(decoy\) must be a non-negative item "
+                                         r"id that fits in a 64-bit integer"):
+        load_ncf(tmp_path, "ml-1m")
+
+
+def test_last_line_without_newline_is_read_with_a_warning(tmp_path):
+    from itemsampling.data import load_movielens
+
+    f = tmp_path / "u.data"
+    f.write_text("1\t2\t3\t881250949\n2\t3\t4\t88125")  # cut inside the last timestamp?
+    with pytest.warns(UserWarning, match=r"u\.data: the file does not end with a newline, so its last line 2 "
+                                         r"\('2\\t3\\t4\\t88125'\) may be cut inside a number"):
+        df = load_movielens(f)
+    assert df["timestamp"].tolist() == [881250949, 88125]  # read as it stands
+    f.write_text("1\t2\t3\t881250949\n2\t3\t4\t88125\n")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a complete file reads without a warning
+        assert len(load_movielens(f)) == 2

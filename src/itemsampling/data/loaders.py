@@ -7,6 +7,7 @@ import hashlib
 import io
 import os
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -23,6 +24,7 @@ _ML_FILES = {  # file name -> (separator, header, columns)
 
 
 _RATING_FIELDS = ("user", "item", "rating", "timestamp")
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
 
 
 def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str,
@@ -44,10 +46,16 @@ def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str,
     if not any(line.strip() for line in body):
         raise ValueError(f"{path}: no data rows")
     if text and not text.endswith("\n"):
-        # a file cut in the middle of its last line is truncated; a complete last row is fine
+        # a file cut in the middle of its last line is truncated: refused when a field is missing;
+        # when every field is there, the last number may still have lost digits, which no parser can
+        # tell, so the reader is warned with the file and line to check against the original
         last = body[-1].split(sep)
         if len(last) != n_cols or not all(last):
             raise ValueError(f"{path}: truncated last line {len(lines)}: {body[-1]!r}")
+        warnings.warn(f"{path}: the file does not end with a newline, so its last line {len(lines)} "
+                      f"({body[-1]!r}) may be cut inside a number; it was read as it stands: compare it with "
+                      "the original file (every MovieLens and NCF file ends with a newline)", UserWarning,
+                      stacklevel=3)
     fast = _parse_fast(text, sep, start, n_cols, kinds)
     if fast is not None and all(fast[names.index(c)].size == 0 or fast[names.index(c)].min() >= 0 for c in nonneg):
         return fast
@@ -63,6 +71,9 @@ def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str,
                 v = int(f) if kind == "i" else float(f)
             except ValueError:
                 v = None
+            if v is not None and kind == "i" and not _INT64_MIN <= v <= _INT64_MAX:
+                raise ValueError(f"{path}: line {lineno}, field {j + 1} ({names[j]}) must fit in a 64-bit "
+                                 f"integer (-2**63..2**63-1), got {f!r}")
             if v is not None and kind == "f" and not np.isfinite(v):
                 raise ValueError(f"{path}: line {lineno}, field {j + 1} ({names[j]}) must be a finite number, "
                                  f"got {f!r}")
@@ -99,8 +110,8 @@ def _parse_fast(text: str, sep: str, skip: int, n_cols: int, kinds: str) -> list
         except (ValueError, TypeError):
             return None
         if kind == "i":
-            if arr.dtype.kind not in "iu":
-                return None
+            if arr.dtype.kind not in "iu" or (arr.size and arr.dtype.kind == "u" and arr.max() > _INT64_MAX):
+                return None  # not integers, or too large for int64 (the strict parser names the line)
             out.append(arr.astype(np.int64))
         else:
             if not np.all(np.isfinite(arr.astype(np.float64))):
@@ -144,15 +155,17 @@ def load_movielens(path) -> pd.DataFrame:
     ``userId,movieId,rating,timestamp``).
 
     Returns ``user, item, rating, timestamp`` with ids re-indexed to 0-based contiguous (originals
-    in ``attrs["user_ids"]`` / ``attrs["item_ids"]``). Missing files, truncated files and malformed
-    rows raise ``ValueError`` naming the file and line."""
+    in ``attrs["user_ids"]`` / ``attrs["item_ids"]``). Missing files, truncated files, malformed
+    rows, negative user or item ids and integers beyond 64 bits raise ``ValueError`` naming the file,
+    line and field. A file whose last line is complete but has no trailing newline is read with a
+    ``UserWarning`` naming the file and line (its last number may have lost digits)."""
     f = _find_movielens_file(Path(path))
     sep, header = _ML_FILES[f.name]
     if header:
         first = f.open("r", encoding="utf-8", errors="replace").readline().strip()
         if [c.strip() for c in first.split(",")][:4] != ["userId", "movieId", "rating", "timestamp"]:
             raise ValueError(f"{f}: expected the header 'userId,movieId,rating,timestamp', got {first!r}")
-    user, item, rating, ts = _parse_rows(f, sep, header, 4, "iifi")
+    user, item, rating, ts = _parse_rows(f, sep, header, 4, "iifi", nonneg=("user", "item"))
     return _reindex(user, item, rating, ts)
 
 
@@ -202,8 +215,9 @@ def load_ncf(path, name: str | None = None):
                 v = int(x)
             except ValueError:
                 raise ValueError(f"{fneg}: line {lineno}, field {j} (decoy) is not an integer: {x!r}") from None
-            if v < 0:
-                raise ValueError(f"{fneg}: line {lineno}, field {j} (decoy) must be a non-negative item id, got {v}")
+            if not 0 <= v <= _INT64_MAX:
+                raise ValueError(f"{fneg}: line {lineno}, field {j} (decoy) must be a non-negative item id "
+                                 f"that fits in a 64-bit integer (0..2**63-1), got {v}")
             if v == i:
                 raise ValueError(f"{fneg}: line {lineno}, field {j} (decoy) equals the test item {i}")
             negs.append(v)
