@@ -115,3 +115,108 @@ def test_fig71_mn_uniform_equals_bv_gamma_n_over_m(results):
     assert results["ch07_n_items"] == N and results["ch07_n_decoys"] == n - 1
     assert results["ch07_resolution"] == pytest.approx(N / (n - 1))
     assert results["ch07_inv_M"] == pytest.approx(1 / USERS)
+
+
+SEVEN = ["MES", "MLE", "BV", "BV_MES", "BV_MLE", "MN_MES", "MN_MLE"]
+
+
+def _verdict(ours, ours_se, paper, paper_se):
+    both = np.hypot(ours_se, paper_se)
+    return "matches" if abs(ours - paper) < 2 * both or ours == paper else ("above" if ours > paper else "below")
+
+
+def test_mean_rank_and_its_verdict(results):
+    """Table 7.4: our mean rank recomputed from the recorded mean errors; the verdict from the
+    recorded mean ranks and bootstrap standard errors."""
+    means = results["ch07_rel_error_mean"]
+    ranks = np.array([stats.rankdata([means[m][label] for label in SEVEN], method="min") for m in results["ch07_models"]])
+    rec = results["ch07_mean_rank"]
+    assert set(rec) == set(SEVEN)
+    for i, label in enumerate(SEVEN):
+        assert rec[label]["ours"] == pytest.approx(ranks[:, i].mean())
+        assert rec[label]["ours_se"] >= 0 and rec[label]["paper_se"] > 0
+        assert rec[label]["verdict"] == _verdict(rec[label]["ours"], rec[label]["ours_se"], rec[label]["paper"],
+                                                 rec[label]["paper_se"])
+    # the paper's mean ranks over the 15 rows of TORS Table 4 sum to 15 * (1 + ... + 7) / 15 without ties
+    assert sum(rec[label]["paper"] for label in SEVEN) <= 28 + 1e-9
+    assert results["ch07_mean_rank_matches"] == sum(rec[label]["verdict"] == "matches" for label in SEVEN)
+
+
+def test_prior_comparisons_recomputed_from_the_repeats(results):
+    per = results["ch07_rel_error_per_repeat"]
+    for x in ("MES", "MLE"):
+        worse = 0
+        for m in results["ch07_models"]:
+            d = np.array(per[m][f"BV_{x}"]) - np.array(per[m][x])
+            se = d.std(ddof=1) / np.sqrt(REPS)
+            rec = results["ch07_bv_prior_diff"][x][m]
+            assert rec["mean"] == pytest.approx(d.mean()) and rec["se"] == pytest.approx(se)
+            assert rec["sign"] == (1 if d.mean() > 2 * se else -1 if d.mean() < -2 * se else 0)
+            worse += rec["sign"] == 1
+            s = results["ch07_mn_spread_diff"][x][m]
+            assert s["diff"] == pytest.approx(np.std(per[m][f"MN_{x}"], ddof=1) - np.std(per[m][x], ddof=1))
+            assert s["sign"] == (1 if s["diff"] > 2 * s["se"] else -1 if s["diff"] < -2 * s["se"] else 0)
+        assert results["ch07_bv_prior_worse"][x] == worse
+    # TORS Table 4 (mean ± std over 100 repeats), MES and BV_MES in its 15 rows: BV_MES is less accurate
+    # by more than two standard errors only for ALS on ml-20m (36.50 ± 0.74 against 36.17 ± 0.83)
+    mes = [(5.86, 2.26), (4.17, 2.91), (5.17, 2.74), (5.90, 2.20), (4.19, 2.37), (8.08, 4.94), (9.33, 6.61),
+           (15.09, 6.24), (9.25, 4.87), (14.31, 3.96), (10.45, 1.03), (9.93, 0.38), (4.35, 1.50), (15.31, 1.18),
+           (36.17, 0.83)]
+    bv_mes = [(5.05, 1.46), (2.89, 1.74), (3.83, 1.59), (5.11, 1.22), (3.05, 1.39), (6.10, 3.74), (6.84, 4.10),
+              (13.14, 4.55), (7.69, 4.09), (13.43, 3.16), (8.99, 0.74), (9.85, 0.36), (3.67, 1.14), (14.02, 0.75),
+              (36.50, 0.74)]
+    worse = sum(_verdict(b, bs / 10, a, as_ / 10) == "above" for (a, as_), (b, bs) in zip(mes, bv_mes))
+    assert worse == 1 and results["ch07_paper_bv_prior_worse"]["MES"] == worse
+
+
+def test_bv_excess_recomputed(results):
+    per = results["ch07_rel_error_per_repeat"]
+    means = results["ch07_rel_error_mean"]
+    gaps, ses = [], []
+    for m in results["ch07_models"]:
+        best = min((label for label in SEVEN if label != "BV"), key=lambda label: means[m][label])
+        d = np.array(per[m]["BV"]) - np.array(per[m][best])
+        gaps.append(d.mean())
+        ses.append(d.std(ddof=1) / np.sqrt(REPS))
+    rec = results["ch07_bv_excess"]
+    assert rec["ours"] == pytest.approx(np.mean(gaps))
+    assert rec["ours_se"] == pytest.approx(np.sqrt(np.sum(np.square(ses))) / len(gaps))
+    # TORS Table 4, yelp: BV minus the best of the other six, averaged over the five models
+    yelp_bv = [18.60, 9.70, 22.40, 23.24, 15.14]
+    yelp_best = [4.84, 4.30, 13.14, 7.69, 11.57]
+    assert rec["paper"]["yelp"]["excess"] == pytest.approx(np.mean(np.subtract(yelp_bv, yelp_best)))
+    for ds, v in rec["paper"].items():
+        assert v["verdict"] == _verdict(rec["ours"], rec["ours_se"], v["excess"], v["se"])
+
+
+def test_winner_order_per_repeat(results):
+    names = results["ch07_models"]
+    at = results["ch07_estimates_at_winner_ks"]
+    truth = {m: {metric: metric_curve(np.array(R), metric, np.arange(1, MAXK + 1), n_items=N)
+                 for metric in ("recall", "ndcg", "ap")} for m, R in results["ch07_global_ranks"].items()}
+    for label in SEVEN:
+        per = np.zeros(REPS, int)
+        for metric in ("recall", "ndcg", "ap"):
+            for i, k in enumerate([5, 10]):
+                best = max(names, key=lambda m: truth[m][metric][k - 1])
+                est = np.array([np.array(at[m][label][metric])[:, i] for m in names])
+                per += np.array(names)[np.argmax(est, axis=0)] == best
+        np.testing.assert_array_equal(results["ch07_winner_per_repeat"][label], per)
+        assert per.sum() == sum(row[label] for row in results["ch07_winner_counts"].values())
+
+
+def test_fig71_sentences_follow_the_numbers(results):
+    rmse = results["ch07_fig71_rmse"]
+    fixed = [name for name in rmse if name.startswith("BV")]
+    beats = [rmse["MN-w"][i] <= min(rmse[f][i] for f in fixed) for i in range(len(GRID))]
+    tail = [all(beats[i:]) for i in range(len(GRID))]
+    crossover = next((GRID[i] for i in range(len(GRID)) if tail[i]), 0)
+    assert results["ch07_crossover_M"] == crossover
+    lead, end = results["ch07_mnw_lead_text"], results["ch07_mnw_tail_text"]
+    if all(beats):
+        assert "at every *M* of the grid" in lead and "MN-w wins at every" in end
+    elif crossover:
+        assert f"from *M* = {crossover:,} on" in lead and f"from *M* = {crossover:,} on, MN-w wins" in end
+    else:
+        assert "MN-w wins" not in end and "does not beat every fixed γ" in end
+    assert "only at no" not in lead
