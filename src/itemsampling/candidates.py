@@ -416,6 +416,9 @@ def _evaluate_prepared(model, split: HoldoutSplit, candidate_sets, prep: _Prepar
     for s in range(0, M, batch_size):
         rows = slice(s, s + batch_size)
         S = model.score(users[rows])
+        if np.isnan(S).any():
+            raise ValueError(f"model {getattr(model, 'name', type(model).__name__)!r} returned NaN scores; "
+                             "candidate sets can only be ranked by comparable scores")
         tie = gen.random(S.shape)
         bidx = np.arange(S.shape[0])[:, None]
         for c in candidate_sets:
