@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from itemsampling.cli import DEFAULT_METHOD, main, read_rank_file
-from itemsampling.estimators import estimate_metric, estimate_metrics
-from itemsampling.estimators.bootstrap import compare_estimates
+from itemsampling.estimators import estimate_metric
+from itemsampling.estimators.bootstrap import bootstrap_models
 from itemsampling.mapping import sample_beta_ranks
 from itemsampling.metrics import evaluate
 from itemsampling.sampling import sample_ranks
@@ -72,17 +72,21 @@ def test_intervals_cover_the_truth(tmp_path, capsys):
 
 
 def test_json_matches_the_shared_estimators(tmp_path, capsys):
-    """Every number of --json is what estimate_metrics / compare_estimates return for the same ranks
-    and the documented seeds (model i: default_rng([seed, i]); pair i < j: default_rng([seed, i, j, c]))."""
+    """Every number of --json is what bootstrap_models returns for the same ranks and the documented
+    seed (top-K metrics: default_rng([seed, 0])), its point estimates those of estimate_metrics."""
     p, truth = _two_models(tmp_path, a=(0.3, 0.6), M=300)
     res = _estimate_json(p, capsys, "--sample-size", n, "--metric", "ndcg", "--k", 5, 10, "--n-boot", 30,
                          "--seed", 7, "--method", "bv", "--gamma", 0.1)
     df = pd.read_csv(p)
     assert res["n_items"] == N and res["sample_size"] == n and res["n_boot"] == 30
-    for i, model in enumerate("AB"):
-        r = df.loc[df.model == model, "rank"].to_numpy()
-        e = estimate_metrics(r, N, n, ["ndcg"], [5, 10], ["bv"], ci=0.95, n_boot=30,
-                             rng=np.random.default_rng([7, i]), gamma=0.1)["bv"]["ndcg"]
+    ranks = {m: df.loc[df.model == m, "rank"].to_numpy() for m in "AB"}
+    users = {m: df.loc[df.model == m, "user"].astype(str).to_numpy() for m in "AB"}
+    shared = bootstrap_models(ranks, N, n, ["ndcg"], [5, 10], "bv", ci=0.95, n_boot=30,
+                              rng=np.random.default_rng([7, 0]), users=users, gamma=0.1)
+    assert shared.groups == [["A", "B"]]
+    for model in "AB":
+        r = ranks[model]
+        e = shared.estimates[model]["ndcg"]
         raw = [evaluate(r, "ndcg", k, n_items=n) for k in (5, 10)]
         rows = [x for x in res["estimates"] if x["model"] == model]
         assert [x["k"] for x in rows] == [5, 10]
@@ -91,15 +95,16 @@ def test_json_matches_the_shared_estimators(tmp_path, capsys):
         np.testing.assert_allclose([x["high"] for x in rows], e.high, rtol=1e-12)
         np.testing.assert_allclose([x["sampled"] for x in rows], raw, rtol=1e-12)
         assert rows[1]["estimate"] == pytest.approx(estimate_metric(r, N, n, "ndcg", 10, "bv", gamma=0.1), rel=1e-12)
-    ra = df.loc[df.model == "A", "rank"].to_numpy()
-    rb = df.loc[df.model == "B", "rank"].to_numpy()
-    c = compare_estimates(ra, rb, N, n, "ndcg", [5, 10], "bv", ci=0.95, n_boot=30,
-                          rng=np.random.default_rng([7, 0, 1, 0]), paired=True, gamma=0.1)
+    c = shared.comparisons[("A", "B")]["ndcg"]
     comp = res["comparisons"]
     assert [x["k"] for x in comp] == [5, 10] and all(x["paired"] for x in comp)
     np.testing.assert_allclose([x["difference"] for x in comp], c.difference, rtol=1e-12)
     np.testing.assert_allclose([x["low"] for x in comp], c.low, rtol=1e-12)
     np.testing.assert_allclose([x["high"] for x in comp], c.high, rtol=1e-12)
+    # the difference is the difference of the two point estimates
+    np.testing.assert_allclose(c.difference, [estimate_metric(ranks["A"], N, n, "ndcg", k, "bv", gamma=0.1)
+                                              - estimate_metric(ranks["B"], N, n, "ndcg", k, "bv", gamma=0.1)
+                                              for k in (5, 10)], rtol=1e-12)
 
 
 def test_verdicts(tmp_path, capsys):

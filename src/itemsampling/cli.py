@@ -24,7 +24,8 @@ The command prints, for every model, metric and cut-off, the corrected estimate 
 metric :math:`T = \frac1M\sum_u F(R_u)` with a user-bootstrap confidence interval
 (:func:`itemsampling.estimators.estimate_metric` with ``ci``) beside the uncorrected sampled
 metric, and, for every pair of models, the difference with its interval
-(:func:`itemsampling.estimators.bootstrap.compare_estimates`) and a verdict: the models are told
+(:func:`itemsampling.estimators.bootstrap.bootstrap_models`: one set of replicates per model
+serves every metric, cut-off and comparison) and a verdict: the models are told
 apart only when the interval excludes zero.
 
 The default method is ``mle`` — the global rank distribution learnt by EM, stopped at a relative
@@ -42,7 +43,6 @@ and the column; the command never prints a traceback for bad input.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import sys
@@ -382,13 +382,15 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     """Estimates with intervals for every model, metric and cut-off of ``table``, and the pairwise
     model comparisons. Returns a JSON-ready dict (what ``--json`` prints).
 
-    Model ``i`` is bootstrapped with ``numpy.random.default_rng([seed, i])`` and the comparison of
-    models ``i < j`` with ``default_rng([seed, i, j, c])`` (``c`` numbers the metrics), so every
-    number is reproducible from the arguments. ``progress`` is called with one line of text
-    before each long step.
+    One set of user-bootstrap replicates per model serves every metric, cut-off and comparison
+    (:func:`~itemsampling.estimators.bootstrap.bootstrap_models`; models scored on the same users
+    are resampled jointly, so their comparisons are paired); the top-K metrics use
+    ``numpy.random.default_rng([seed, 0])`` and AUC (when asked for) ``default_rng([seed, 1])``,
+    so every number is reproducible from the arguments. ``progress`` is called with one line of
+    text before each long step.
     """
     from .estimators import METHODS, PER_USER_SIZE_METHODS, estimate_metrics
-    from .estimators.bootstrap import compare_estimates
+    from .estimators.bootstrap import bootstrap_models
     from .metrics import canonical_metric
 
     say = progress or (lambda text: None)
@@ -402,56 +404,45 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     ks = list(dict.fromkeys(ks))
     rows, comparisons = [], []
     N = table.n_items
-    plan = [(m, ks) for m in topk] + ([("auc", None)] if "auc" in metrics else [])
-    for i, model in enumerate(table.models):
-        r, n = table.ranks[model], table.sizes[model]
-        t0 = time.perf_counter()
-        say(f"[{i + 1}/{len(table.models)}] {model}: {r.size:,} users, {method} with a {n_boot}-replicate "
-            "user bootstrap ...")
-        gen = np.random.default_rng([seed, i])
-        groups = [(topk, ks)] if topk else []
-        if "auc" in metrics:
-            groups.append((["auc"], None))
-        for group, kk in groups:  # one bootstrap (one prior per replicate) for all metrics and cut-offs
-            res = estimate_metrics(r, N, n, group, kk, [method], ci=ci, n_boot=n_boot, rng=gen, **params)[method]
+    groups = ([(topk, ks)] if topk else []) + ([(["auc"], None)] if "auc" in metrics else [])
+    users = {m: table.users[m] for m in table.models}
+    paired_any = len(table.models) > 1 and all(u is not None for u in users.values())
+    t0 = time.perf_counter()
+    for g, (group, kk) in enumerate(groups):
+        # one set of user resamples per model (jointly for models scored on the same users) serves
+        # every metric, cut-off and pairwise comparison of the group (bootstrap_models)
+        res = bootstrap_models(table.ranks, N, table.sizes, group, kk, method, ci=ci, n_boot=n_boot,
+                               rng=np.random.default_rng([seed, g]), users=users if paired_any else None,
+                               progress=say, **params)
+        for model in table.models:
+            r, n = table.ranks[model], table.sizes[model]
             raw = estimate_metrics(r, N, n, group, kk, ["sampled"])["sampled"]
             for metric in group:
                 for j, k in enumerate(kk if kk is not None else [None]):
                     def pick(v, j=j):
                         return float(np.atleast_1d(v)[j])
-                    e = res[metric]
+                    e = res.estimates[model][metric]
                     rows.append({"model": model, "metric": metric, "k": k, "label": _label(metric, k),
                                  "estimate": pick(e.estimate), "low": pick(e.low), "high": pick(e.high),
                                  "sampled": pick(raw[metric]), "n_users": int(r.size)})
-        say(f"      done in {time.perf_counter() - t0:.1f} s")
-
-    n_pairs = len(table.models) * (len(table.models) - 1) // 2
-    for (i, a), (j, b) in itertools.combinations(enumerate(table.models), 2):
-        order = _paired_order(table.users[a], table.users[b])
-        ra, rb, sa, sb = table.ranks[a], table.ranks[b], table.sizes[a], table.sizes[b]
-        if order is not None:
-            ia, ib = order
-            ra, rb = ra[ia], rb[ib]
-            sa = sa if isinstance(sa, int) else sa[ia]
-            sb = sb if isinstance(sb, int) else sb[ib]
-        t0 = time.perf_counter()
-        say(f"comparing {a} with {b} ({'paired: the same users' if order is not None else 'unpaired'}) ...")
-        for c, (metric, kk) in enumerate(plan):
-            res = compare_estimates(ra, rb, N, sa, metric, kk, method, ci=ci, n_boot=n_boot,
-                                    rng=np.random.default_rng([seed, i, j, c]), paired=order is not None,
-                                    sample_size_b=sb, **params)
-            for t, k in enumerate(kk if kk is not None else [None]):
-                def pick(v, t=t):
-                    return float(np.atleast_1d(v)[t])
-                lo, hi, d = pick(res.low), pick(res.high), pick(res.difference)
-                apart = lo > 0 or hi < 0
-                comparisons.append({
-                    "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
-                    "difference": d, "low": lo, "high": hi, "p_value": pick(res.p_value),
-                    "paired": order is not None, "told_apart": bool(apart),
-                    "verdict": ((f"{a} > {b}" if d > 0 else f"{b} > {a}") if apart else "cannot be told apart"),
-                })
-        say(f"      done in {time.perf_counter() - t0:.1f} s" + (f" ({n_pairs} pairs)" if n_pairs > 1 else ""))
+        for (a, b), per_metric in res.comparisons.items():
+            for metric in group:
+                c = per_metric[metric]
+                for t, k in enumerate(kk if kk is not None else [None]):
+                    def pick(v, t=t):
+                        return float(np.atleast_1d(v)[t])
+                    lo, hi, d = pick(c.low), pick(c.high), pick(c.difference)
+                    apart = lo > 0 or hi < 0
+                    comparisons.append({
+                        "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
+                        "difference": d, "low": lo, "high": hi, "p_value": pick(c.p_value),
+                        "paired": c.paired, "told_apart": bool(apart),
+                        "verdict": ((f"{a} > {b}" if d > 0 else f"{b} > {a}") if apart else "cannot be told apart"),
+                    })
+    order = {m: i for i, m in enumerate(table.models)}  # rows by model, then metric group as before
+    rows.sort(key=lambda row: order[row["model"]])
+    comparisons.sort(key=lambda c: (order[c["model_a"]], order[c["model_b"]]))
+    say(f"      done in {time.perf_counter() - t0:.1f} s")
     return {
         "file": table.path, "n_items": N,
         "sample_size": (next(iter(table.sizes.values())) if not table.per_user_sizes else "per-user"),

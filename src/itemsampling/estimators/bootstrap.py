@@ -48,14 +48,19 @@ from ..metrics import metric_function
 __all__ = [
     "MetricEstimate",
     "ModelComparison",
+    "ModelsBootstrap",
     "bootstrap_metric",
     "bootstrap_metrics",
     "compare_estimates",
+    "bootstrap_models",
     "batch_em",
     "check_confidence",
     "percentile_interval",
     "bootstrap_p_value",
 ]
+
+#: Rows of one batched-EM block (the unit of work of a thread; fixed, so results never depend on it).
+_EM_BLOCK = 50
 
 #: Methods that accept per-user sample sizes (an array ``sample_size`` with unequal entries).
 PER_USER_METHODS = ("sampled", "mle")  # = estimators.PER_USER_SIZE_METHODS
@@ -230,23 +235,34 @@ def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000)
     ll = loglik(c, Q, obs)
     iters = np.zeros(B, dtype=np.int64)
     converged = np.zeros(B, dtype=bool)
-    active = np.arange(B)
+    out = np.empty((B, N))
+    # working arrays hold only the replicates still running; they are compacted when some stop
+    # (not gathered and scattered on every pass), and the update is done in place: the arithmetic
+    # of every row is exactly that of the single-fit EM
+    act, Pa, Qa, ca, oa, lla = np.arange(B), P, Q, c, obs, ll
     for it in range(1, max_iter + 1):
-        ca, Qa, oa = c[active], Q[active], obs[active]
         if np.any(Qa[oa] <= 0):
             raise ValueError("an observed sampled rank has zero probability under the current estimate")
         ratio = np.divide(ca, Qa, out=np.zeros_like(ca), where=oa)
-        Pa = P[active] * (ratio @ K.T)
-        Pa /= Pa.sum(axis=1, keepdims=True)
+        G = ratio @ K.T
+        np.multiply(Pa, G, out=G)
+        G /= G.sum(axis=1, keepdims=True)
+        Pa = G
         Qa = Pa @ K
         new = loglik(ca, Qa, oa)
-        done = np.abs(new - ll[active]) <= tol * np.maximum(np.abs(new), tiny)
-        P[active], Q[active], ll[active] = Pa, Qa, new
-        iters[active] = it
-        converged[active[done]] = True
-        active = active[~done]
-        if active.size == 0:
-            break
+        done = np.abs(new - lla) <= tol * np.maximum(np.abs(new), tiny)
+        lla = new
+        iters[act] = it
+        if done.any():
+            out[act[done]] = Pa[done]
+            converged[act[done]] = True
+            keep = ~done
+            act, Pa, Qa, ca, oa, lla = act[keep], Pa[keep], Qa[keep], ca[keep], oa[keep], lla[keep]
+            if act.size == 0:
+                break
+    if act.size:
+        out[act] = Pa
+    P = out
     if not np.all(converged):
         from .distribution import ConvergenceWarning
 
@@ -277,12 +293,13 @@ def _prior_key(base, dist_kw):
 class _Replicator:
     """Replicates of several methods on one resampled pair table, sharing the learnt priors."""
 
-    def __init__(self, N, sizes, pair_sizes, pair_ranks, C, metrics, ks):
+    def __init__(self, N, sizes, pair_sizes, pair_ranks, C, metrics, ks, n_jobs: int = 1):
         self.N, self.sizes = N, sizes
         self.pair_sizes, self.pair_ranks, self.C = pair_sizes, pair_ranks, C
         self.metrics, self.ks = metrics, ks
         self.M = float(C[0].sum())
         self.priors: dict = {}
+        self.n_jobs = n_jobs
 
     def _linear(self, Fpairs):
         """All replicates of a histogram-linear estimate: (B, n_metrics, n_ks)."""
@@ -316,16 +333,19 @@ class _Replicator:
             tol = dist_kw.get("tol") if dist_kw.get("tol") is not None else 1e-6
             max_iter = dist_kw.get("max_iter") if dist_kw.get("max_iter") is not None else 10_000
             K = _kernel_columns(self.N, self.pair_sizes, self.pair_ranks, replacement)
-            from .distribution import _single_blas_thread
-
-            with _single_blas_thread():  # memory-bound products: threads only contend on shared cores
-                P, _, _ = batch_em(W, K, tol=tol, max_iter=max_iter)
+            # each row is its own EM (stopped by its own rule): fixed blocks of rows, shared out to
+            # the threads, give the same numbers whatever the number of threads
+            chunks = [np.arange(i, min(i + _EM_BLOCK, W.shape[0])) for i in range(0, W.shape[0], _EM_BLOCK)]
+            parts = _thread_map(lambda rows: batch_em(W[rows], K, tol=tol, max_iter=max_iter)[0], chunks,
+                                self.n_jobs)
+            P = np.concatenate(parts, axis=0)
         else:
             from . import estimate_rank_distribution
 
-            P = np.empty((self.C.shape[0], self.N))
-            for b in range(self.C.shape[0]):
-                P[b] = estimate_rank_distribution(self._ranks(b), self.N, self._sizes(b), base, **dist_kw)
+            def fit(b):
+                return estimate_rank_distribution(self._ranks(b), self.N, self._sizes(b), base, **dist_kw)
+
+            P = np.stack(_thread_map(fit, range(self.C.shape[0]), self.n_jobs))
         P = P / P.sum(axis=1, keepdims=True)
         self.priors[key] = P
         return P
@@ -377,6 +397,36 @@ class _Replicator:
         for b in range(self.C.shape[0]):
             out[b] = _estimate(self._ranks(b), N, n, metrics, ks, method, params, {key: Pmat[b]})
         return out
+
+
+def _thread_map(fn, items, n_jobs: int) -> list:
+    """``[fn(x) for x in items]``, on ``n_jobs`` threads when ``n_jobs > 1`` (the solvers spend
+    their time in NumPy/BLAS calls that release the GIL). BLAS is held to one thread per worker for
+    the whole map (its limit is process-wide, so it is set once here, not inside the workers):
+    the products are memory-bound and threads only contend on shared cores. The result does not
+    depend on ``n_jobs``: each item is computed exactly as in the serial loop."""
+    from .distribution import _single_blas_thread
+
+    items = list(items)
+    with _single_blas_thread():
+        if n_jobs <= 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(n_jobs, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+
+def _check_n_jobs(n_jobs) -> int:
+    """``None`` = the usable cores (at most 2 threads per core are never useful here), else an int >= 1."""
+    if n_jobs is None:
+        import os
+
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # pragma: no cover - not on Linux
+            return max(1, os.cpu_count() or 1)
+    return check_int(n_jobs, "n_jobs", low=1)
 
 
 def _grid_in_use(grid, N, n, ks) -> bool:
@@ -452,7 +502,7 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
         est = estimate_metrics(r, N, size_arg, metrics_l, k, methods_l, **params)
     pair_sizes, pair_ranks, counts, _ = _pair_table(r, sizes)
     C = _draw_counts(counts, n_boot, gen)
-    rep = _Replicator(N, sizes, pair_sizes, pair_ranks, C, metrics_l, ks)
+    rep = _Replicator(N, sizes, pair_sizes, pair_ranks, C, metrics_l, ks, _check_n_jobs(None))
     out: dict = {}
     for meth in methods_l:
         p = params if _single else _route(meth, params)
@@ -515,8 +565,9 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     else:
         Ca = _draw_counts(cnt_a, n_boot, gen)
         Cb = _draw_counts(cnt_b, n_boot, gen)
-    reps_a = _Replicator(N, sa, ps_a, pr_a, Ca, [metric], ks).replicates(method, params)[:, 0, :]
-    reps_b = _Replicator(N, sb, ps_b, pr_b, Cb, [metric], ks).replicates(method, params)[:, 0, :]
+    jobs = _check_n_jobs(None)
+    reps_a = _Replicator(N, sa, ps_a, pr_a, Ca, [metric], ks, jobs).replicates(method, params)[:, 0, :]
+    reps_b = _Replicator(N, sb, ps_b, pr_b, Cb, [metric], ks, jobs).replicates(method, params)[:, 0, :]
     d = reps_a - reps_b
     lo, hi = percentile_interval(d, ci, axis=0)
     p = bootstrap_p_value(d, axis=0)
@@ -526,3 +577,197 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
                                ci, n_boot, method, bool(paired))
     return ModelComparison(diff, lo, hi, np.asarray(p), np.asarray(est_a), np.asarray(est_b), ci, n_boot,
                            method, bool(paired))
+
+
+@dataclass(frozen=True)
+class ModelsBootstrap:
+    """Estimates with intervals for several models and the comparison of every pair, all read off
+    one set of bootstrap replicates per model (:func:`bootstrap_models`).
+
+    Attributes
+    ----------
+    estimates : dict   ``{model: {metric: MetricEstimate}}``.
+    comparisons : dict ``{(model_a, model_b): {metric: ModelComparison}}`` for every pair a before b
+                       in the input order.
+    groups : list      the groups of models resampled jointly (scored on the same users), in order.
+    replicates : dict  ``{model: array (n_boot, n_metrics, n_cutoffs)}``, the bootstrap replicates
+                       (metrics in the order asked for); a comparison's replicates are the
+                       difference of its two models' arrays.
+    """
+
+    estimates: dict
+    comparisons: dict
+    groups: list
+    replicates: dict
+
+
+def _user_groups(models, n_users, users, paired):
+    """Groups of models whose users are the same (resampled jointly), with, per model, the index
+    array putting its users in the group's common order."""
+    if paired is not None and not isinstance(paired, (bool, np.bool_)):
+        raise ValueError(f"paired must be True, False or None, got {paired!r}")
+    if paired is False:
+        return [[m] for m in models], {m: None for m in models}
+    if users is None:
+        if paired:
+            sizes = {m: n_users[m] for m in models}
+            if len(set(sizes.values())) > 1:
+                raise ValueError(f"paired comparison needs one rank per user for every model, got user counts "
+                                 f"{sizes} (use paired=False for independent user samples)")
+            return [list(models)], {m: None for m in models}
+        return [[m] for m in models], {m: None for m in models}
+    missing = [m for m in models if m not in users]
+    if missing:
+        raise ValueError(f"users has no entry for model(s) {missing}")
+    groups: list = []
+    keys: list = []
+    order: dict = {}
+    for m in models:
+        u = users[m]
+        if u is None:
+            groups.append([m])
+            keys.append(None)
+            order[m] = None
+            continue
+        u = np.asarray(u)
+        if u.shape != (n_users[m],):
+            raise ValueError(f"users[{m!r}] must hold one id per sampled rank ({n_users[m]}), got shape {u.shape}")
+        idx = np.argsort(u, kind="stable")
+        su = u[idx]
+        if su.size > 1 and np.any(su[1:] == su[:-1]):
+            raise ValueError(f"users[{m!r}] lists a user more than once")
+        for g, key in enumerate(keys):
+            if key is not None and key.size == su.size and np.array_equal(key, su):
+                groups[g].append(m)
+                break
+        else:
+            groups.append([m])
+            keys.append(su)
+        order[m] = idx
+    if paired:
+        split = [g for g in groups if len(g) < len(models)]
+        if split:
+            raise ValueError("paired=True needs every model scored on the same users; the user ids differ "
+                             f"(groups {groups})")
+    return groups, order
+
+
+def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float = 0.95, n_boot: int = 200,
+                     rng=None, users=None, paired=None, n_jobs=None, progress=None, **params) -> ModelsBootstrap:
+    r"""Every model's estimate with its interval and every pair's difference with its interval,
+    from **one** set of user-bootstrap replicates per model.
+
+    Parameters
+    ----------
+    ranks : dict
+        ``{model: sampled ranks}``, one array per model (input order is kept).
+    n_items : int
+        Catalogue size :math:`N`.
+    sample_size : int, array or dict
+        One size for every model and user, or ``{model: int or per-user array}``.
+    metrics, k, method, ci, n_boot, **params
+        As :func:`bootstrap_metrics` (one method).
+    rng : seed or Generator
+        The same seed gives the same answer (for any ``n_jobs``).
+    users : dict, optional
+        ``{model: user ids}``. Models scored on the same set of users form a group: the group's
+        users are resampled *jointly* (one multinomial draw of the users per replicate serves every
+        model of the group and every paired comparison inside it, the design of
+        :func:`compare_estimates` with ``paired=True``); models of different groups are resampled
+        independently and compared unpaired.
+    paired : bool or None
+        ``None`` (default): pair by ``users`` (no ``users``: unpaired). ``True``: every model must
+        be scored on the same users (entry ``u`` of every array is user ``u`` when ``users`` is
+        not given). ``False``: every model resampled independently.
+    n_jobs : int or None
+        Threads for the per-replicate fits (``None`` = the usable cores).
+    progress : callable, optional
+        Called with one line of text before each model's replicates (the command's progress lines).
+
+    What is shared. Within a group one replicate is one multinomial draw over the distinct tuples
+    of the models' ``(n_u, r_u)`` pairs; each model's replicate is then computed once for all
+    metrics and cut-offs, its prior (MLE / WMLE / MES) re-estimated once per replicate
+    (SEED-NOTES item 9) and reused by every metric, cut-off and comparison. A comparison's
+    replicates are the difference of its two models' replicates — exactly the statistic
+    :func:`compare_estimates` bootstraps, without refitting either model. Point estimates are
+    those of :func:`~itemsampling.estimators.estimate_metrics` (identical to today's).
+    """
+    from scipy import sparse
+
+    from . import METHODS, estimate_metrics
+
+    ci = check_confidence(ci, "ci")
+    n_boot = _check_n_boot(n_boot)
+    n_jobs = _check_n_jobs(n_jobs)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not isinstance(ranks, dict) or not ranks:
+        raise ValueError("ranks must be a non-empty dict {model: sampled ranks}")
+    models = list(ranks)
+    metrics_l = [metrics] if isinstance(metrics, str) else list(metrics)
+    if not metrics_l:
+        raise ValueError("metrics must not be empty")
+    if isinstance(sample_size, dict):
+        missing = [m for m in models if m not in sample_size]
+        if missing:
+            raise ValueError(f"sample_size has no entry for model(s) {missing}")
+        size_of = dict(sample_size)
+    else:
+        size_of = {m: sample_size for m in models}
+    gen = as_rng(rng)
+    data = {}
+    for m in models:
+        r, N, s = _check_input(ranks[m], n_items, size_of[m], f"ranks[{m!r}]", "sample_size")
+        if not isinstance(s, int) and method not in PER_USER_METHODS:
+            raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, not by {method!r}")
+        data[m] = (r, s)
+    seq, ks = _ks(k)
+    groups, order = _user_groups(models, {m: data[m][0].size for m in models}, users, paired)
+    for m in models:  # put every group's users in one common order
+        if order[m] is not None:
+            r, s = data[m]
+            data[m] = (r[order[m]], s if isinstance(s, int) else s[order[m]])
+    est = {m: estimate_metrics(data[m][0], N, data[m][1] if isinstance(data[m][1], int) else np.asarray(data[m][1]),
+                               metrics_l, k, [method], **params)[method] for m in models}
+    reps: dict = {}
+    for group in groups:
+        tables = {m: _pair_table(*data[m]) for m in group}
+        if len(group) == 1:
+            C = {group[0]: _draw_counts(tables[group[0]][2], n_boot, gen)}
+        else:  # one joint draw over the distinct tuples of the models' pairs
+            rows, cnt = np.unique(np.column_stack([tables[m][3] for m in group]), axis=0, return_counts=True)
+            Ct = _draw_counts(cnt, n_boot, gen)
+            T = rows.shape[0]
+            C = {}
+            for col, m in enumerate(group):
+                S = sparse.csr_matrix((np.ones(T), (np.arange(T), rows[:, col])), shape=(T, tables[m][0].size))
+                C[m] = np.asarray((S.T @ Ct.T).T)
+        for m in group:
+            ps, pr, _, _ = tables[m]
+            if progress is not None:
+                progress(f"[{models.index(m) + 1}/{len(models)}] {m}: {data[m][0].size:,} users, {method} with a "
+                         f"{n_boot}-replicate user bootstrap" + (f" (resampled jointly with {len(group) - 1} other "
+                                                                  "model(s) on the same users)" if len(group) > 1 else "")
+                         + " ...")
+            reps[m] = _Replicator(N, data[m][1], ps, pr, C[m], metrics_l, ks, n_jobs).replicates(method, params)
+    estimates = {m: {metric: _finish(est[m][metric], reps[m][:, i, :], ci, n_boot, method, seq)
+                     for i, metric in enumerate(metrics_l)} for m in models}
+    group_of = {m: g for g, members in enumerate(groups) for m in members}
+    comparisons: dict = {}
+    for ia, a in enumerate(models):
+        for b in models[ia + 1:]:
+            same = group_of[a] == group_of[b] and len(groups[group_of[a]]) > 1
+            out = {}
+            for i, metric in enumerate(metrics_l):
+                d = reps[a][:, i, :] - reps[b][:, i, :]
+                lo, hi = percentile_interval(d, ci, axis=0)
+                p = bootstrap_p_value(d, axis=0)
+                ea, eb = np.atleast_1d(est[a][metric]), np.atleast_1d(est[b][metric])
+                diff = ea - eb
+                if seq:
+                    out[metric] = ModelComparison(diff, lo, hi, np.asarray(p), ea, eb, ci, n_boot, method, same)
+                else:
+                    out[metric] = ModelComparison(float(diff[0]), float(lo[0]), float(hi[0]), float(p[0]),
+                                                  float(ea[0]), float(eb[0]), ci, n_boot, method, same)
+            comparisons[(a, b)] = out
+    return ModelsBootstrap(estimates, comparisons, groups, reps)
