@@ -227,6 +227,10 @@ def test_n_versus_m_experiment(results):
     assert results["ch08_nm_span_M"] == pytest.approx(max(dM) - min(dM), rel=1e-12)
     for r in rows.values():
         assert r["difference"] == pytest.approx(r["adaptive_mle"] - r["best_fixed"], rel=1e-9, abs=1e-12)
+    assert results["ch08_nm_change_N"] == pytest.approx(dN[1] - dN[0], rel=1e-12, abs=1e-12)
+    assert results["ch08_nm_change_M"] == pytest.approx(dM[1] - dM[0], rel=1e-12, abs=1e-12)
+    se = np.hypot(rows["N|200|300"]["se_paired"], rows["N|400|300"]["se_paired"])
+    assert results["ch08_nm_moves_N"] == bool(abs(dN[1] - dN[0]) > 2 * se)
     text = results["ch08_nm_finding"]
     assert ("neither moves it" in text) == (not results["ch08_nm_moves_N"] and not results["ch08_nm_moves_M"])
 
