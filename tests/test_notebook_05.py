@@ -223,6 +223,10 @@ def test_table4_verdicts_and_leader_recomputed(results):
                 found = True
                 assert lead["sign"] == (1 if d.mean() > 2 * se else -1 if d.mean() < -2 * se else 0)
     assert found
+    # the methods not told apart from the leader: paired per-draw difference within two standard errors
+    best = [name for name in per_draw if name == leader or abs((per_draw[leader] - per_draw[name]).mean())
+            <= 2 * (per_draw[leader] - per_draw[name]).std(ddof=1) / np.sqrt(REPS)]
+    assert set(results["ch05_table4_best"]) == set(best)
 
 
 def test_carry_over_and_fig6_verdicts(results):
