@@ -196,8 +196,10 @@ def test_table5_catalogues_recomputed(results):
     assert set(table) == {"sim-ml100k"}
     entry = table["sim-ml100k"]
     assert (entry["N"], entry["M"]) == (DATASETS["sim-ml100k"].n_items, DATASETS["sim-ml100k"].n_users)
-    assert entry["fixed_size"] == CAT_FIX and entry["max_size"] == CAT_MAX
-    assert entry["initial_size"] == 80  # the largest 160 / 2^t not above N / max_k = 1682 // 20 = 84
+    assert set(entry) == {"N", "M", "fixed_size", "models"} and entry["fixed_size"] == CAT_FIX
+    sizes = results["ch08_cat_sizes"]["sim-ml100k"]
+    assert sizes["max_size"] == CAT_MAX
+    assert sizes["initial_size"] == 80  # the largest 160 / 2^t not above N / max_k = 1682 // 20 = 84
     wins = 0
     for m, row in entry["models"].items():
         assert set(row) == {"adaptive_mle", "best_fixed", "best_fixed_name", "average_size", "se_paired"}
