@@ -20,7 +20,7 @@ import importlib
 
 from . import kernel, metrics, sampling  # noqa: F401
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 _LAZY = {"theory", "mapping", "estimators", "data", "models", "ranking", "experiments", "book", "plotting", "run"}
 

@@ -536,7 +536,7 @@ def _build_parser():
         prog="python -m itemsampling",
         description="Item-sampling evaluation of recommender systems: correct sampled metrics, rerun "
                     "the book's chapters, fetch datasets.")
-    sub = p.add_subparsers(dest="command", metavar="{estimate,run,data}")
+    sub = p.add_subparsers(dest="command", metavar="{estimate,plan,run,data}")
     e = sub.add_parser(
         "estimate", formatter_class=argparse.RawDescriptionHelpFormatter,
         help="estimate global metrics, with intervals, from a file of sampled ranks",
@@ -583,6 +583,9 @@ def _build_parser():
     e.add_argument("--weighted", action="store_true",
                    help="FILE is a long file of weighted decoys (columns user, prob, above; one row per decoy): "
                         "correct a popularity-sampled evaluation (the book's chapter 11)")
+    from .plan import add_plan_parser
+
+    add_plan_parser(sub)
     sub.add_parser("run", add_help=False, help="rerun a chapter: python -m itemsampling run NOTEBOOK -p NAME VALUE ...")
     sub.add_parser("data", add_help=False, help="datasets: python -m itemsampling data fetch|summary ...")
     return p
@@ -648,6 +651,10 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
+        if args.command == "plan":
+            from .plan import plan_command
+
+            return plan_command(args)
         return _estimate(args)
     except ValueError as exc:  # InputError and the package's own argument checks
         print(f"error: {exc}", file=sys.stderr)

@@ -1,0 +1,450 @@
+r"""Plan an evaluation before running it: which design, how many users, how many sampled items.
+
+:func:`plan_evaluation` predicts, for every design, the half-width of the interval of the global
+metric :math:`T = \frac1M\sum_u F(R_u)` over the :math:`M` users (or of the difference of two
+models' metrics with ``compare``) and the cost in *item scorings* (one model score of one item for
+one user), then picks the cheapest design that meets ``margin`` or the most accurate one within
+``budget``.
+
+Designs (the target is always :math:`T` over all :math:`M` users):
+
+* **full ranking** of every user: :math:`T` exactly (half-width 0); cost :math:`MN`.
+* **user sampling**: :math:`m` users drawn without replacement, fully ranked. TORS Eq. 46-47 give
+  :math:`m_0 = \sigma^2 (z_{\alpha/2}/e)^2` for a proportion (:math:`\sigma^2 = p(1-p)`); here
+  :math:`\sigma^2` is the variance of :math:`F(R_u)` over the users (any metric) and, since the
+  :math:`m` users come from a finite population of :math:`M`, the half-width is
+  :math:`z\,\sigma\sqrt{(M-m)/(m(M-1))}` (finite-population correction, so :math:`m = M` gives 0).
+  With ``compare`` the per-user variance is that of :math:`F(R^A_u) - F(R^B_u)` under independent
+  models, the assumption of TORS Eq. 51-52. Cost :math:`mN`.
+* **item sampling**: every user, :math:`n` sampled items (target included), one estimator. The
+  prediction is *not* a formula for exact ranks: the :math:`M` users' global ranks are simulated
+  from the pilot's rank distribution, and the design is run ``n_sim`` times on them - sampled ranks
+  drawn through the kernel (:func:`itemsampling.sampling.sample_ranks`), the estimator applied
+  (:func:`itemsampling.estimators.estimate_metrics`) - giving the error's bias :math:`b` and
+  variance :math:`V` about :math:`T`; the half-width is the :math:`h` with
+  :math:`P(|N(b, V)| \le h) = ` ``confidence`` (:func:`normal_error_quantile`). A user bootstrap
+  would miss :math:`b`, which dominates the error of the shrinking estimators (BV at
+  :math:`\gamma = 0.1` on few sampled items). Cost :math:`Mn`.
+* **adaptive item sampling** (TORS Sec. 6, Algorithm 1): :math:`n_0` items, doubled while the
+  target ranks first, up to :math:`n_{max}`; run the same way with
+  :func:`itemsampling.sampling.adaptive_sample_ranks` and the MLE with per-user sizes. Cost
+  :math:`\sum_u n_u`, the sampled items that TORS Eq. 44 apportions to the resolved users
+  (:func:`itemsampling.sampling.adaptive_sampling_cost`).
+* **user + item sampling**: :math:`m` of the :math:`M` users, :math:`n` items each. The error is
+  the item-sampling error on :math:`m` users, variance :math:`V M/m` (per-user noise averaged over
+  :math:`m` instead of :math:`M` users), bias :math:`b`, plus the user-sampling error, variance
+  :math:`\sigma^2 (M-m)/(m(M-1))`, the two uncorrelated (the second is fixed by which users are
+  drawn, the first has mean :math:`b` whichever they are). Cost :math:`mn`. Only
+  :math:`m \ge M/4` is offered: on fewer users the estimators' errors stop scaling as
+  :math:`1/m` (a bounded estimate from few sampled ranks) and :math:`VM/m` overstates them.
+
+The rank distribution comes from a **pilot** (sampled ranks of a small run, in the format of
+``python -m itemsampling estimate``; :math:`\widehat P(R)` by MLE, Jin et al. 2021 Eq. 20-21) or,
+without one, from a **stated Beta prior** on the rank fraction, :math:`(R - 1)/N \sim
+\mathrm{Beta}(a, b)` discretised onto :math:`1..N`. The predictions are as good as that
+distribution; the guide chapter "Correcting your own evaluation" runs every design on simulated
+data and sets the predicted half-widths beside the realised errors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy import optimize, stats
+
+from ._validation import as_rng, check_int, check_open_unit, check_real
+from .metrics import canonical_metric, metric_function
+
+__all__ = ["Design", "EvaluationPlan", "plan_evaluation", "beta_rank_distribution", "normal_error_quantile",
+           "DEFAULT_SIZES", "DEFAULT_ESTIMATORS"]
+
+#: Sampled-set sizes tried by default (those below N).
+DEFAULT_SIZES = (50, 100, 200, 500)
+#: Estimators tried for fixed-size item sampling by default (MLE: the command's default; BV with
+#: gamma = 0.1: the corrected metric of Krichene & Rendle).
+DEFAULT_ESTIMATORS = ("mle", "bv")
+_EST_PARAMS = {"bv": {"gamma": 0.1}, "bv_mle": {"gamma": 0.1}, "bv_mes": {"gamma": 0.1}}
+
+
+def _params(methods) -> dict:
+    return {"gamma": 0.1} if any(m in _EST_PARAMS for m in methods) else {}
+
+
+@dataclass(frozen=True)
+class Design:
+    """One design with its predicted half-width and cost.
+
+    ``design`` is ``"full ranking"``, ``"user sampling"``, ``"item sampling"``,
+    ``"adaptive item sampling"`` or ``"user + item sampling"``; ``users`` the users evaluated
+    (:math:`m`), ``sample_size`` the sampled-set size :math:`n` (for adaptive sampling
+    :math:`n_{max}`, with ``initial_size`` :math:`n_0`), ``estimator`` the estimator (``None`` for
+    full rankings), ``half_width`` the predicted half-width at the plan's confidence, ``cost`` the
+    item scorings, ``bias`` the simulated bias of the estimator (0 for full rankings).
+    """
+
+    design: str
+    users: int
+    sample_size: int | None
+    estimator: str | None
+    half_width: float
+    cost: float
+    initial_size: int | None = None
+    bias: float = 0.0
+
+    @property
+    def label(self) -> str:
+        if self.design == "full ranking":
+            return f"full ranking, all {self.users:,} users"
+        if self.design == "user sampling":
+            return f"user sampling, {self.users:,} users fully ranked"
+        if self.design == "adaptive item sampling":
+            return (f"adaptive item sampling, n0 = {self.initial_size}, nmax = {self.sample_size}, "
+                    f"{self.users:,} users, {self.estimator}")
+        if self.design == "item sampling":
+            return f"item sampling, n = {self.sample_size}, all {self.users:,} users, {self.estimator}"
+        return f"user + item sampling, {self.users:,} users, n = {self.sample_size}, {self.estimator}"
+
+
+@dataclass
+class EvaluationPlan:
+    """The designs of :func:`plan_evaluation` and the chosen one (``None`` when none qualifies:
+    no design meets ``margin``)."""
+
+    n_items: int
+    n_users: int
+    metric: str
+    k: int | None
+    confidence: float
+    margin: float | None
+    budget: float | None
+    source: str
+    compare: bool
+    truth: float
+    user_sd: float
+    designs: list = field(default_factory=list)
+    chosen: Design | None = None
+
+    def to_dict(self) -> dict:
+        out = {k: v for k, v in asdict(self).items() if k not in ("designs", "chosen")}
+        out["designs"] = [dict(asdict(d), label=d.label) for d in self.designs]
+        out["chosen"] = None if self.chosen is None else dict(asdict(self.chosen), label=self.chosen.label)
+        return out
+
+
+def beta_rank_distribution(n_items: int, a: float, b: float) -> np.ndarray:
+    r""":math:`P(R)`, :math:`R = 1..N`, of a rank fraction :math:`(R-1)/N \sim \mathrm{Beta}(a, b)`:
+    :math:`P(R) = I_{R/N}(a, b) - I_{(R-1)/N}(a, b)` (regularised incomplete beta function)."""
+    N = check_int(n_items, "n_items", low=2)
+    a = check_real(a, "prior a", low=0.0, low_open=True)
+    b = check_real(b, "prior b", low=0.0, low_open=True)
+    P = np.diff(stats.beta.cdf(np.arange(N + 1) / N, a, b))
+    return P / P.sum()
+
+
+def normal_error_quantile(bias: float, variance: float, confidence: float) -> float:
+    r"""The :math:`h` with :math:`P(|X| \le h) = ` ``confidence`` for :math:`X \sim N(b, V)`: the
+    half-width that holds the error of an estimate with bias :math:`b` and variance :math:`V`
+    (:math:`z_{\alpha/2}\sqrt V` when :math:`b = 0`)."""
+    b, s = abs(float(bias)), math.sqrt(max(float(variance), 0.0))
+    if s == 0.0:
+        return b
+    f = lambda h: stats.norm.cdf((h - b) / s) - stats.norm.cdf((-h - b) / s) - confidence  # noqa: E731
+    return float(optimize.brentq(f, 0.0, b + 10.0 * s))
+
+
+def _user_half_width(sd, m, M, z):
+    return 0.0 if m >= M else z * sd * math.sqrt((M - m) / (m * (M - 1)))
+
+
+def _users_for_margin(sd, M, z, margin):
+    """Fewest users m (<= M) with the user-sampling half-width <= margin (TORS Eq. 46-47 with the
+    finite-population correction)."""
+    if sd == 0:
+        return 1
+    m0 = (z * sd / margin) ** 2
+    m = int(math.ceil(m0 / (1.0 + (m0 - 1.0) / M) * (1 - 1e-12)))
+    m = min(max(m, 1), M)
+    while m < M and _user_half_width(sd, m, M, z) > margin:
+        m += 1
+    while m > 1 and _user_half_width(sd, m - 1, M, z) <= margin:
+        m -= 1
+    return m
+
+
+def _mixed_variance(A, sd, m, M):
+    """Variance about T of an m-user, item-sampled estimate (module docstring)."""
+    return A / m - sd * sd * (m - 1) / (m * (M - 1)) if M > 1 else A / m
+
+
+def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confidence=0.95, pilot=None,
+                    rng=None, *, sample_size=None, prior=(0.5, 3.0), compare=None, sizes=DEFAULT_SIZES,
+                    estimators=DEFAULT_ESTIMATORS, adaptive=None, n_sim: int = 20) -> EvaluationPlan:
+    r"""Predicted half-width and cost of every design; the cheapest meeting ``margin`` or the most
+    accurate within ``budget`` (module docstring for the designs and the predictions).
+
+    Parameters
+    ----------
+    n_items, n_users : int
+        Catalogue size :math:`N` and the users :math:`M` to evaluate.
+    metric, k : str and int or None
+        The metric and cut-off (``k <= N``).
+    margin : float > 0, optional
+        Wanted half-width; the plan picks the cheapest design that meets it.
+    budget : float, optional
+        Item scorings available; the plan picks the most accurate design within it. Refused when
+        below the cheapest design's cost. Give at most one of ``margin`` and ``budget``.
+    confidence : float in (0, 1)
+    pilot : array of int, optional
+        Sampled ranks of a pilot run (with ``sample_size``); without it, ``prior``.
+    rng : seed or Generator
+        Simulation randomness: one seed, one plan.
+    sample_size : int
+        The pilot's sampled-set size :math:`n`.
+    prior : (a, b)
+        Beta prior on the rank fraction when there is no pilot.
+    compare : array of int or (a, b), optional
+        A second model's pilot ranks (same ``sample_size``) or Beta prior: plan for the difference
+        of the two models' metrics.
+    sizes, estimators
+        The sampled-set sizes (those below :math:`N` are used) and estimators tried.
+    adaptive : (n0, nmax), optional
+        The adaptive design; default :math:`n_0` = the smallest size, :math:`n_{max}` the largest
+        :math:`n_0 2^j \le N/8`.
+    n_sim : int
+        Simulated runs per item-sampling design (>= 5).
+    """
+    from .estimators import METHODS, estimate_metrics, estimate_rank_distribution
+    from .sampling import adaptive_sample_ranks, adaptive_sampling_cost, adaptive_sizes, sample_ranks
+
+    N = check_int(n_items, "n_items", low=2)
+    M = check_int(n_users, "n_users", low=2)
+    metric = canonical_metric(metric)
+    if k is not None:
+        k = check_int(k, "k", low=1, high=N)
+    conf = check_open_unit(confidence, "confidence", "a confidence level", ", e.g. 0.95")
+    if margin is not None:
+        margin = check_real(margin, "margin", low=0.0, low_open=True)
+    if budget is not None:
+        budget = check_real(budget, "budget", low=0.0, low_open=True)
+    if margin is not None and budget is not None:
+        raise ValueError("give margin or budget, not both")
+    n_sim = check_int(n_sim, "n_sim", low=5)
+    sizes_l = sorted({check_int(s, "sizes", low=2) for s in sizes})
+    sizes_l = [s for s in sizes_l if s < N]
+    if not sizes_l:
+        raise ValueError(f"sizes must include a sampled-set size below n_items = {N}, got {list(sizes)}")
+    est_l = list(dict.fromkeys(estimators))
+    for e in est_l:
+        if e not in METHODS or e == "sampled":
+            raise ValueError(f"estimators must be corrected estimators of {METHODS[1:]}, got {e!r}")
+    gen = as_rng(rng)
+
+    def distribution(source, what):
+        if source is None or (isinstance(source, tuple) and len(source) == 2):
+            a, b = (prior if source is None else source)
+            return beta_rank_distribution(N, a, b), f"Beta({a:g}, {b:g}) prior on (R - 1)/N"
+        if sample_size is None:
+            raise ValueError(f"sample_size is needed with pilot ranks ({what})")
+        n0 = check_int(sample_size, "sample_size", low=2, high=N)
+        r = np.asarray(source)
+        P = np.asarray(estimate_rank_distribution(r, N, n0, "mle"), dtype=np.float64)
+        return P / P.sum(), f"pilot of {r.size:,} users at n = {n0} (MLE of P(R))"
+
+    P_a, source = distribution(pilot, "pilot")
+    F = metric_function(metric, k, N)
+    R_a = 1 + gen.choice(N, size=M, p=P_a)
+    per_user = F(R_a)
+    R_b = None
+    if compare is not None:
+        P_b, source_b = distribution(compare, "compare")
+        source = f"A: {source}; B: {source_b}"
+        R_b = 1 + gen.choice(N, size=M, p=P_b)
+        per_user = per_user - F(R_b)
+    truth = float(per_user.mean())
+    sd = float(per_user.std(ddof=1))
+    z = float(stats.norm.ppf(1.0 - (1.0 - conf) / 2.0))
+    designs = [Design("full ranking", M, None, None, 0.0, float(M) * N)]
+    fractions = [M // 16, M // 4, M // 2]
+    ms = sorted({m for m in fractions if 2 <= m < M} | ({_users_for_margin(sd, M, z, margin)} if margin else set()))
+    for m in ms:
+        designs.append(Design("user sampling", m, None, None, _user_half_width(sd, m, M, z), float(m) * N))
+
+    def simulate(draw, methods, size_of):
+        """Errors about T of each method over ``n_sim`` runs of an item-sampled census: the users'
+        global ranks stay, their sampled ranks are redrawn through the kernel each run."""
+        err = {m: np.empty(n_sim) for m in methods}
+        for s in range(n_sim):
+            ra, sa = draw(R_a)
+            est = estimate_metrics(ra, N, sa, [metric], k, methods, **_params(methods))
+            if R_b is not None:
+                rb, sb = draw(R_b)
+                est_b = estimate_metrics(rb, N, sb, [metric], k, methods, **_params(methods))
+            for m in methods:
+                e = float(est[m][metric]) - (0.0 if R_b is None else float(est_b[m][metric]))
+                err[m][s] = e - truth
+        return err
+
+    def add_item_designs(name, errors, size, method, cost_per_user, n0=None):
+        bias, V = float(errors.mean()), float(errors.var(ddof=1))
+        designs.append(Design(name, M, size, method, normal_error_quantile(bias, V, conf), cost_per_user * M, n0,
+                              bias))
+        if name != "item sampling":
+            return
+
+        def hw(m):  # m of the M users, n items each: item noise grows as M/m, plus user sampling
+            return normal_error_quantile(bias, V * M / m + (_user_half_width(sd, m, M, 1.0)) ** 2, conf)
+
+        # m >= M/4: with fewer users the estimators' errors stop scaling as 1/m (a bounded
+        # estimate on few sampled ranks), and M/m overstates them (the guide shows it)
+        cand = {m for m in fractions[1:] if 2 <= m < M}
+        if margin is not None and hw(M - 1) <= margin:  # fewest users meeting the margin at this n
+            lo, hi = max(2, M // 4), M - 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if hw(mid) <= margin else (mid + 1, hi)
+            cand.add(lo)
+        for m in sorted(cand):
+            designs.append(Design("user + item sampling", m, size, method, hw(m), float(m) * cost_per_user, None,
+                                  bias))
+
+    for size in sizes_l:
+        errs = simulate(lambda R, size=size: (sample_ranks(R, N, size, rng=gen), size), est_l, size)
+        for method in est_l:
+            add_item_designs("item sampling", errs[method], size, method, float(size))
+    if adaptive is None:
+        n0 = sizes_l[0]
+        nmax = n0
+        while nmax * 2 <= N // 8:
+            nmax *= 2
+    else:
+        n0, nmax = adaptive
+        adaptive_sizes(n0, nmax, N)  # validates n0 >= 2, nmax = n0 2^j <= N
+    if nmax > n0:
+        spent = []
+
+        def draw_adaptive(R):
+            r, s = adaptive_sample_ranks(R, N, n0, nmax, rng=gen)
+            spent.append(adaptive_sampling_cost(r, s, n0, nmax).mean_size)
+            return r, s
+
+        errs = simulate(draw_adaptive, ["mle"], None)
+        add_item_designs("adaptive item sampling", errs["mle"], nmax, "mle", float(np.mean(spent)), n0)
+    if compare is not None:  # both models are scored: twice the item scorings
+        designs = [Design(d.design, d.users, d.sample_size, d.estimator, d.half_width, 2.0 * d.cost, d.initial_size,
+                          d.bias) for d in designs]
+    plan = EvaluationPlan(N, M, metric, k, conf, margin, budget, source, compare is not None, truth, sd, designs)
+    cheapest = min(d.cost for d in designs)
+    if budget is not None:
+        if budget < cheapest:
+            raise ValueError(f"budget must be at least {cheapest:,.0f} item scorings, the cost of the cheapest "
+                             f"design ({min(designs, key=lambda d: d.cost).label}); got {budget:,.0f}")
+        within = [d for d in designs if d.cost <= budget]
+        plan.chosen = min(within, key=lambda d: (d.half_width, d.cost))
+    elif margin is not None:
+        meet = [d for d in designs if d.half_width <= margin]
+        plan.chosen = min(meet, key=lambda d: (d.cost, d.half_width)) if meet else None
+    return plan
+
+
+def format_plan(plan: EvaluationPlan) -> str:
+    """The plain-text report of ``python -m itemsampling plan``."""
+    what = f"{plan.metric}" + ("" if plan.k is None else f"@{plan.k}")
+    pct = f"{100 * plan.confidence:g}%"
+    lines = [f"Planning {'the difference A - B of ' if plan.compare else ''}{what}: N = {plan.n_items:,} items, "
+             f"M = {plan.n_users:,} users, {pct} half-widths",
+             f"rank distribution: {plan.source}; {what} there = {plan.truth:.4f} "
+             f"(per-user sd {plan.user_sd:.4f})", ""]
+    rows = sorted(plan.designs, key=lambda d: d.cost)
+    w = max(len(d.label) for d in rows)
+    lines.append(f"{'design':<{w}}  {'half-width':>10}  {'item scorings':>14}")
+    lines.append(f"{'-' * w}  {'-' * 10}  {'-' * 14}")
+    for d in rows:
+        mark = "  <- chosen" if plan.chosen is not None and d == plan.chosen else ""
+        lines.append(f"{d.label:<{w}}  {d.half_width:>10.4f}  {d.cost:>14,.0f}{mark}")
+    lines.append("")
+    if plan.chosen is None and plan.margin is not None:
+        lines.append(f"No design meets the margin {plan.margin:g}: only full ranking of all users does "
+                     "better than the table; widen the margin or rank everything.")
+    elif plan.chosen is not None:
+        why = (f"the cheapest design meeting the margin {plan.margin:g}" if plan.margin is not None
+               else f"the most accurate design within {plan.budget:,.0f} item scorings")
+        lines.append(f"Chosen: {plan.chosen.label} ({why}).")
+    lines.append("Half-widths are predictions from the rank distribution above (simulated through the sampling "
+                 "kernel, each design run --n-sim times); see the guide's 'Planning an evaluation'.")
+    return "\n".join(lines)
+
+
+def plan_command(args) -> int:
+    """``python -m itemsampling plan``: read the pilot (if any), plan, print."""
+    import json
+
+    from .cli import InputError, read_rank_file
+
+    if args.pilot is not None and args.prior is not None:
+        raise InputError("give --pilot FILE or --prior A B, not both")
+    if args.margin is None and args.budget is None:
+        raise InputError("give --margin (wanted half-width) or --budget (item scorings)")
+    pilot = compare = None
+    if args.pilot is not None:
+        if args.sample_size is None:
+            raise InputError("--sample-size is required with --pilot (the pilot's sampled-set size n)")
+        table = read_rank_file(args.pilot, args.n_items, args.sample_size)
+        if table.per_user_sizes:
+            raise InputError(f"{args.pilot}: the pilot must use one --sample-size for every user")
+        models = table.models
+        pilot = table.ranks[models[0]]
+        if args.compare:
+            if len(models) < 2:
+                raise InputError(f"--compare needs a pilot file with two models (a 'model' column); "
+                                 f"{args.pilot} has {len(models)}")
+            compare = table.ranks[models[1]]
+    else:
+        prior = tuple(args.prior) if args.prior is not None else (0.5, 3.0)
+        if args.compare:
+            compare = tuple(args.compare_prior) if args.compare_prior is not None else prior
+    kw = {}
+    if args.prior is not None:
+        kw["prior"] = tuple(args.prior)
+    if args.sizes is not None:
+        kw["sizes"] = args.sizes
+    if args.estimators is not None:
+        kw["estimators"] = args.estimators
+    plan = plan_evaluation(args.n_items, args.n_users, args.metric, args.k, margin=args.margin, budget=args.budget,
+                           confidence=args.confidence, pilot=pilot, rng=args.seed, sample_size=args.sample_size,
+                           compare=compare, n_sim=args.n_sim, **kw)
+    print(json.dumps(plan.to_dict(), indent=1) if args.json else format_plan(plan))
+    return 0
+
+
+def add_plan_parser(sub) -> None:
+    """The ``plan`` sub-command's options (called by :mod:`itemsampling.cli`)."""
+    from .cli import _k_value
+
+    p = sub.add_parser("plan", help="plan an evaluation: predicted error and cost of every design",
+                       description="Predict, for full ranking, user sampling, item sampling (each estimator), "
+                                   "adaptive item sampling and user + item sampling, the half-width of the "
+                                   "interval of a metric and the cost in item scorings; pick the cheapest "
+                                   "design meeting --margin or the most accurate within --budget.")
+    p.add_argument("--n-items", type=int, required=True, metavar="N", help="catalogue size N")
+    p.add_argument("--n-users", type=int, required=True, metavar="M", help="users to evaluate M")
+    p.add_argument("--metric", default="recall", help="metric (default recall)")
+    p.add_argument("--k", type=_k_value, default=10, help="cut-off (default 10; 'none' = untruncated)")
+    p.add_argument("--margin", type=float, default=None, help="wanted half-width of the interval (> 0)")
+    p.add_argument("--budget", type=float, default=None, help="item scorings available")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")
+    p.add_argument("--pilot", default=None, metavar="FILE",
+                   help="pilot sampled ranks in the 'estimate' format (CSV, TSV or Parquet)")
+    p.add_argument("--sample-size", type=int, default=None, metavar="n", help="the pilot's sampled-set size n")
+    p.add_argument("--prior", type=float, nargs=2, default=None, metavar=("A", "B"),
+                   help="without a pilot: Beta(A, B) prior on the rank fraction (R - 1)/N (default 0.5 3)")
+    p.add_argument("--compare", action="store_true",
+                   help="plan for the difference of two models (the pilot file's first two models)")
+    p.add_argument("--compare-prior", type=float, nargs=2, default=None, metavar=("A", "B"),
+                   help="with --compare and no pilot: model B's Beta prior (default: the same as A)")
+    p.add_argument("--sizes", type=int, nargs="+", default=None, help=f"sampled-set sizes to try (default {DEFAULT_SIZES})")
+    p.add_argument("--estimators", nargs="+", default=None, help=f"estimators to try (default {DEFAULT_ESTIMATORS})")
+    p.add_argument("--n-sim", type=int, default=20, help="simulated runs per item-sampling design (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")

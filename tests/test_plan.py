@@ -1,0 +1,145 @@
+"""itemsampling.plan: user-sampling sizes against TORS Eq. 46-47, the error quantile by hand,
+predicted half-widths against errors realised by running the designs, the choice rules, and
+one `error:` line with exit code 2 for bad input."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from itemsampling import users
+from itemsampling.cli import main
+from itemsampling.estimators import estimate_metric
+from itemsampling.metrics import metric_function
+from itemsampling.plan import (
+    _user_half_width, _users_for_margin, beta_rank_distribution, format_plan, normal_error_quantile, plan_evaluation,
+)
+from itemsampling.sampling import sample_ranks
+
+N, M = 400, 600
+Z95 = stats.norm.ppf(0.975)
+
+
+def test_user_sampling_size_is_tors_eq_46_47_for_a_large_population():
+    # p = 0.5 (sd 0.5): TORS Eq. 47's 1,067 users (1,068 rounding up) at e = 0.03, 9,604 at 0.01
+    assert _users_for_margin(0.5, 10**12, Z95, 0.03) == users.sample_size(0.03) == 1068
+    assert _users_for_margin(0.5, 10**12, Z95, 0.01) == users.sample_size(0.01) == 9604
+    # the finite-population correction: all M users give 0, and m meets the margin, m - 1 does not
+    assert _user_half_width(0.4, 1000, 1000, Z95) == 0.0
+    m = _users_for_margin(0.4, 1000, Z95, 0.03)
+    assert _user_half_width(0.4, m, 1000, Z95) <= 0.03 < _user_half_width(0.4, m - 1, 1000, Z95)
+    assert m < users.sample_size(0.03, p=0.5 - math.sqrt(0.25 - 0.16))  # fewer than the infinite-population m
+
+
+def test_normal_error_quantile_by_hand():
+    assert normal_error_quantile(0.0, 4.0, 0.95) == pytest.approx(2 * Z95, rel=1e-9)
+    h = normal_error_quantile(0.3, 0.04, 0.9)
+    p = stats.norm.cdf((h - 0.3) / 0.2) - stats.norm.cdf((-h - 0.3) / 0.2)
+    assert p == pytest.approx(0.9, abs=1e-9)
+    assert normal_error_quantile(0.25, 0.0, 0.95) == 0.25
+
+
+def test_beta_rank_distribution():
+    P = beta_rank_distribution(1000, 0.5, 3.0)
+    assert P.shape == (1000,) and P.sum() == pytest.approx(1.0) and np.all(P >= 0)
+    mean_fraction = float(P @ (np.arange(1000) + 0.5)) / 1000  # midpoints of the rank cells
+    assert mean_fraction == pytest.approx(0.5 / 3.5, abs=2e-3)
+
+
+def _realised(P, design, n_runs, seed, method="mle", metric="recall", k=10):
+    """Run a design n_runs times on one simulated population of M users; 95% quantile of |error|."""
+    rng = np.random.default_rng(seed)
+    R = 1 + rng.choice(N, size=M, p=P)
+    F = metric_function(metric, k, N)
+    T = float(F(R).mean())
+    errs = []
+    for _ in range(n_runs):
+        if design.design == "user sampling":
+            errs.append(float(F(rng.choice(R, size=design.users, replace=False)).mean()) - T)
+            continue
+        Ru = R if design.users == M else rng.choice(R, size=design.users, replace=False)
+        r = sample_ranks(Ru, N, design.sample_size, rng=rng)
+        kw = {"gamma": 0.1} if method == "bv" else {}
+        errs.append(estimate_metric(r, N, design.sample_size, metric, k, method, **kw) - T)
+    return float(np.quantile(np.abs(errs), 0.95))
+
+
+def test_predicted_half_widths_match_realised_errors():
+    """The plan's half-widths for user sampling, item sampling and user + item sampling against the
+    95% quantile of the errors of 150 runs of each design on a fresh population drawn from the
+    same rank distribution; agreement within 30% (the Monte Carlo error of a 95% quantile from
+    150 runs is about 10%, of the plan's own 40 simulated runs about 15%)."""
+    prior = (0.5, 3.0)
+    plan = plan_evaluation(N, M, "recall", 10, margin=0.05, rng=0, prior=prior, sizes=(50,), estimators=("mle",),
+                           adaptive=(25, 50), n_sim=40)
+    P = beta_rank_distribution(N, *prior)
+    picked = {}
+    for d in plan.designs:
+        key = (d.design, d.users)
+        if d.design in ("user sampling", "item sampling", "user + item sampling") and key not in picked:
+            picked[key] = d
+    assert {k[0] for k in picked} == {"user sampling", "item sampling", "user + item sampling"}
+    for i, d in enumerate(picked.values()):
+        real = _realised(P, d, 150, seed=10 + i)
+        assert d.half_width == pytest.approx(real, rel=0.3), (d.label, d.half_width, real)
+
+
+def test_choice_rules_and_reproducibility():
+    kw = dict(rng=3, sizes=(20, 50), estimators=("mle", "bv"), adaptive=(20, 40), n_sim=10)
+    a = plan_evaluation(N, M, "ndcg", 10, margin=0.04, **kw)
+    b = plan_evaluation(N, M, "ndcg", 10, margin=0.04, **kw)
+    assert [d.half_width for d in a.designs] == [d.half_width for d in b.designs]
+    meeting = [d for d in a.designs if d.half_width <= 0.04]
+    assert a.chosen in meeting and a.chosen.cost == min(d.cost for d in meeting)
+    assert a.designs[0].design == "full ranking" and a.designs[0].half_width == 0 and a.designs[0].cost == M * N
+    assert {d.design for d in a.designs} == {"full ranking", "user sampling", "item sampling",
+                                             "adaptive item sampling", "user + item sampling"}
+    item = [d for d in a.designs if d.design == "item sampling"]
+    assert {(d.sample_size, d.estimator) for d in item} == {(20, "mle"), (20, "bv"), (50, "mle"), (50, "bv")}
+    assert all(d.cost == M * d.sample_size for d in item)
+    budget = 40 * M
+    c = plan_evaluation(N, M, "ndcg", 10, budget=budget, **kw)
+    within = [d for d in c.designs if d.cost <= budget]
+    assert c.chosen.cost <= budget and c.chosen.half_width == min(d.half_width for d in within)
+    assert "Chosen:" in format_plan(c)
+
+
+def test_compare_plans_the_difference():
+    plan = plan_evaluation(N, M, "recall", 10, margin=0.05, rng=1, prior=(0.5, 3.0), compare=(1.0, 3.0),
+                           sizes=(50,), estimators=("mle",), adaptive=(25, 50), n_sim=10)
+    PA, PB = beta_rank_distribution(N, 0.5, 3.0), beta_rank_distribution(N, 1.0, 3.0)
+    F = metric_function("recall", 10, N)(np.arange(1, N + 1))
+    assert plan.compare and plan.truth == pytest.approx(PA @ F - PB @ F, abs=0.05)
+    assert plan.designs[0].cost == 2 * M * N  # both models rank everything
+
+
+def test_pilot_ranks_give_the_rank_distribution():
+    rng = np.random.default_rng(0)
+    P = beta_rank_distribution(N, 0.5, 3.0)
+    r = sample_ranks(1 + rng.choice(N, size=3000, p=P), N, 100, rng=1)
+    plan = plan_evaluation(N, M, "recall", 10, margin=0.05, pilot=r, sample_size=100, rng=0, sizes=(50,),
+                           estimators=("mle",), adaptive=(25, 50), n_sim=5)
+    assert "pilot of 3,000 users at n = 100" in plan.source
+    # the simulated users' metric is a draw of M users from the pilot's MLE P(R): within 4 standard
+    # errors of that distribution's Recall@10 (the MLE estimate of the pilot)
+    mle = estimate_metric(r, N, 100, "recall", 10, "mle")
+    assert abs(plan.truth - mle) <= 4 * plan.user_sd / math.sqrt(M)
+    assert abs(mle - float(P @ metric_function("recall", 10, N)(np.arange(1, N + 1)))) < 0.06
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--margin", "0"], "margin must be"),
+    (["--margin", "-0.1"], "margin must be"),
+    (["--budget", "10"], "budget must be at least"),
+    (["--margin", "0.05", "--k", "5000"], "k must be"),
+    ([], "give --margin"),
+])
+def test_bad_input_is_one_error_line_and_exit_code_2(capsys, extra, message):
+    argv = ["plan", "--n-items", str(N), "--n-users", str(M), "--sizes", "20", "--estimators", "mle",
+            "--n-sim", "5", *extra]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
