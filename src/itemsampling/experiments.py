@@ -710,6 +710,12 @@ def _check_backend(backend, scheduler):
             raise ValueError("scheduler is used by backend='dask' only")
         if not isinstance(scheduler, str) or not scheduler.strip():
             raise ValueError(f"scheduler must be a Dask scheduler address such as 'tcp://host:8786', got {scheduler!r}")
+    if backend == "dask":
+        try:
+            import distributed  # noqa: F401  (the optional extra itemsampling[dask])
+        except ImportError:
+            raise ValueError("backend='dask' needs Dask's distributed scheduler, which is not installed: "
+                             "install itemsampling[dask] (pip install 'itemsampling[dask]')") from None
     return backend, scheduler
 
 
