@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from itemsampling.estimators import corrected_estimate, corrected_metrics, estimate_metrics
+from itemsampling.estimators.bootstrap import bootstrap_models
 from itemsampling.mapping import sample_beta_ranks
 from itemsampling.metrics import evaluate
 from itemsampling.run import run_notebook
@@ -15,7 +16,9 @@ from itemsampling.sampling import sample_ranks
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "guide-correcting-your-evaluation.md"
 PARAMS = {"n_items": 300, "sample_size": 30, "n_users": 150, "beta_a": {"A": 0.3, "B": 0.6},
           "metrics": ["ndcg", "recall"], "cutoffs": [5, 10], "n_boot": 20,
-          "grid_items": [300], "grid_sizes": [30], "grid_users": [150], "grid_a": 0.3, "grid_repeats": 2, "seed": 4}
+          "grid_items": [300], "grid_sizes": [30], "grid_users": [150], "grid_a": 0.3, "grid_repeats": 2, "seed": 4,
+          "plan_items": 300, "plan_users": 200, "plan_margin": 0.05, "plan_sizes": [20], "plan_sim": 5,
+          "plan_runs": 10}
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +41,14 @@ def test_command_estimates(results):
     rows = results["guide_estimates"]
     assert len(rows) == 2 * 2 * 2  # models x metrics x cut-offs
     cover = 0
-    for i, (model, (R, r)) in enumerate(_file_ranks().items()):
-        e = estimate_metrics(r, N, n, PARAMS["metrics"], PARAMS["cutoffs"], ["mle"], ci=0.95,
-                             n_boot=PARAMS["n_boot"], rng=np.random.default_rng([PARAMS["seed"], i]))["mle"]
+    files = _file_ranks()
+    # the command's bootstrap: one set of replicates per model, models on the same users resampled
+    # jointly (bootstrap_models with default_rng([seed, 0]))
+    shared = bootstrap_models({m: r for m, (R, r) in files.items()}, N, n, PARAMS["metrics"], PARAMS["cutoffs"],
+                              "mle", n_boot=PARAMS["n_boot"], rng=np.random.default_rng([PARAMS["seed"], 0]),
+                              paired=True)
+    for i, (model, (R, r)) in enumerate(files.items()):
+        e = shared.estimates[model]
         for metric in PARAMS["metrics"]:
             mine = [x for x in rows if x["model"] == model and x["metric"] == metric]
             np.testing.assert_allclose([x["estimate"] for x in mine], e[metric].estimate, rtol=1e-10)
@@ -80,3 +88,24 @@ def test_decision_cell(results):
     best = min((v, k) for k, v in cell.items() if k != "sampled")[1]
     assert results["guide_learnt_best"] == int(best in ("MLE", "MES", "MN_MLE"))
     assert results["guide_default_best"] == int(best == "MLE")
+
+
+def test_planning_section(results):
+    """The plan on the page is plan_evaluation's for the page's parameters; every design of it is in
+    the predicted-vs-realised table, and the counts glued in the prose are the table's."""
+    from itemsampling.plan import plan_evaluation
+
+    plan = plan_evaluation(PARAMS["plan_items"], PARAMS["plan_users"], "recall", 10, margin=PARAMS["plan_margin"],
+                           rng=PARAMS["seed"], prior=(0.5, 3.0), sizes=PARAMS["plan_sizes"], n_sim=PARAMS["plan_sim"])
+    table = results["guide_plan_table"]
+    assert results["guide_plan_designs"] == len(plan.designs) == len(table)
+    want = sorted((d.label, d.half_width) for d in plan.designs)
+    got = sorted((row["design"], row["predicted"]) for row in table)
+    assert [w[0] for w in want] == [x[0] for x in got]
+    np.testing.assert_allclose([w[1] for w in want], [x[1] for x in got], rtol=1e-12)
+    verdicts = [row["within 25%"] for row in table]
+    assert results["guide_plan_n_within"] == verdicts.count("yes")
+    assert results["guide_plan_n_reach"] == verdicts.count("within its interval")
+    assert results["guide_plan_n_off"] == verdicts.count("no")
+    full = [row for row in table if row["design"].startswith("full ranking")]
+    assert full[0]["predicted"] == 0 == full[0]["realised"]
