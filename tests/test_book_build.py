@@ -1,4 +1,7 @@
-"""`make book` must fail when a notebook raises: tools/build_book.sh on a two-page throwaway book."""
+"""`make book` must fail when a notebook raises, and what it builds must work offline:
+tools/build_book.sh on a small throwaway book (a page, a chapter with glued values, exercises and a
+tqdm.auto progress bar, the teaching page); the offline scan of tools/check_offline.py on it and on
+tiny HTML fixtures."""
 
 import os
 import shutil
@@ -7,9 +10,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import nbformat
 from myst_header import MYST_HEADER
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import check_offline  # noqa: E402
 JB = Path(sys.executable).with_name("jupyter-book")
 
 NB = MYST_HEADER + textwrap.dedent("""
@@ -21,13 +28,70 @@ NB = MYST_HEADER + textwrap.dedent("""
     """)
 
 
-def _book(tmp_path, extra_cell=""):
+CHAPTER = MYST_HEADER + textwrap.dedent("""
+    # A chapter
+
+    ```{code-cell} ipython3
+    from myst_nb import glue
+    from tqdm.auto import tqdm
+    for _ in tqdm(range(3)):
+        pass
+    n_runs = 7
+    glue("n_runs", n_runs, display=False)
+    ```
+
+    We ran {glue:text}`n_runs` runs, as {cite:t}`krichene2020sampled` do; see {ref}`ex-03-2`.
+
+    ## Exercises
+
+    ```{code-cell} ipython3
+    from itemsampling.exercises import check
+    ```
+
+    ```{exercise}
+    :label: ex-03-1
+    What is 1/3? Give it to 3 significant digits.
+    ```
+
+    ```{solution-start} ex-03-1
+    :class: dropdown
+    ```
+
+    ```{code-cell} ipython3
+    :tags: [solution]
+
+    answer_03_1 = 1 / 3
+    ```
+
+    ```{solution-end}
+    ```
+
+    ```{code-cell} ipython3
+    :tags: [check, remove-input]
+
+    check("ex-03-1", globals().get("answer_03_1"), expected=0.3333333, digits=3);
+    ```
+
+    ```{exercise}
+    :label: ex-03-2
+    Open-ended: why?
+    ```
+    """)
+
+
+def _book(tmp_path, extra_cell="", chapter=False):
     book = tmp_path / "book"
     (book / "book").mkdir(parents=True)
     shutil.copy(ROOT / "_config.yml", book / "_config.yml")
     shutil.copytree(ROOT / "_static", book / "_static")
     (book / "book" / "references.bib").write_text((ROOT / "book" / "references.bib").read_text())
-    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: page\n")
+    toc = "format: jb-book\nroot: intro\nchapters:\n  - file: page\n"
+    if chapter:
+        (book / "notebooks").mkdir()
+        (book / "notebooks" / "03-a-chapter.md").write_text(CHAPTER)
+        shutil.copy(ROOT / "book" / "teaching.md", book / "book" / "teaching.md")
+        toc += "  - file: notebooks/03-a-chapter\n  - file: book/teaching\n"
+    (book / "_toc.yml").write_text(toc)
     (book / "intro.md").write_text("# Intro\n\nText {cite:p}`krichene2020sampled`.\n\n```{bibliography}\n```\n")
     (book / "page.md").write_text(NB + extra_cell)
     return book
@@ -41,9 +105,91 @@ def _build(book):
 
 def test_book_build_fails_on_notebook_error_and_passes_otherwise(tmp_path):
     assert JB.exists(), "jupyter-book must be installed in the test environment"
-    good = _build(_book(tmp_path / "g"))
+    good = _build(_book(tmp_path / "g", chapter=True))
     assert good.returncode == 0, good.stdout[-3000:] + good.stderr[-3000:]
-    assert (tmp_path / "g" / "book" / "_build" / "html" / "page.html").exists()
+    html = tmp_path / "g" / "book" / "_build" / "html"
+    assert (html / "page.html").exists()
+    # chapter-numbered exercises, hidden check code, no widget, nothing from the network
+    chapter = (html / "notebooks" / "03-a-chapter.html").read_text()
+    assert "Exercise 3.1" in chapter and "Exercise 3.2" in chapter and "Exercise 1<" not in chapter
+    assert "Exercise 3.1: correct." in chapter and "expected=0.3333333" not in chapter
+    assert "widget-view" not in chapter and "THEBE_JS_URL" not in chapter
+    assert chapter.count("mathjax/tex-chtml-full.js") == 1
+    assert check_offline.check(html) == []
+    # the downloadable notebook and the student notebook are plain Markdown with the glued value
+    offered = nbformat.read(html / "_sources" / "notebooks" / "03-a-chapter.ipynb", as_version=4)
+    student = nbformat.read(html / "exercises" / "03-a-chapter.ipynb", as_version=4)
+    for nb in (offered, student):
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        assert "We ran 7 runs, as Krichene and Rendle (2020) do; see Exercise 3.2." in text
+        assert "**Exercise 3.1.** What is 1/3?" in text
+    assert "answer_03_1 = ...  # your answer" in "\n".join(c.source for c in student.cells)
+    assert "1 / 3" not in "\n".join(c.source for c in student.cells)
+    # linked from the teaching page, with the zip; no teacher version published
+    teaching = (html / "book" / "teaching.html").read_text()
+    assert 'href="../exercises/03-a-chapter.ipynb"' in teaching
+    assert 'href="../exercises/itemsampling-student-notebooks.zip"' in teaching
+    import zipfile
+
+    with zipfile.ZipFile(html / "exercises" / "itemsampling-student-notebooks.zip") as z:
+        assert z.namelist() == ["itemsampling-exercises/03-a-chapter.ipynb"]
+    assert not list(html.rglob("*teacher*"))
+    assert not any("BEGIN SOLUTION" in p.read_text() for p in html.rglob("*.ipynb"))
     bad = _build(_book(tmp_path / "b", "\n```{code-cell} ipython3\nraise ValueError('a chapter broke')\n```\n"))
     assert bad.returncode != 0
     assert "a chapter broke" in bad.stdout + bad.stderr
+
+
+# --- the offline scan on tiny fixtures ---------------------------------------------------------------
+
+PAGE = """<!DOCTYPE html><html><head>
+<script src="_static/doctools.js"></script>
+<script src="https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.6/dist/embed-amd.js"></script>
+<script src="//cdnjs.cloudflare.com/ajax/libs/require.js/2.3.4/require.min.js"></script>
+<link rel="stylesheet" href="https://fonts.googleapis.com/css?family=Lato">
+<link rel="stylesheet" href="_static/custom.css">
+<script>const THEBE_JS_URL = "https://unpkg.com/thebe@0.8.2/lib/index.js";</script>
+<style>@import url("https://example.org/x.css"); .a { background: url(data:image/svg+xml;utf8,http://www.w3.org/2000/svg) }</style>
+</head><body>
+<p>See <a href="https://arxiv.org/abs/2106.10621">the paper</a> and <a href="page.html">a page</a>.</p>
+<img src="_images/fig.png" srcset="_images/fig.png 1x, https://example.org/fig2.png 2x">
+<div style="background-image: url('https://example.org/bg.png')"></div>
+<iframe src="https://www.youtube.com/embed/x"></iframe>
+</body></html>"""
+
+
+def test_offline_scan_flags_what_loads_from_the_network_and_allows_plain_links():
+    problems = [p for _, p in check_offline.scan_html(PAGE)]
+    flagged = " | ".join(problems)
+    for url in ("embed-amd.js", "require.min.js", "fonts.googleapis.com", "unpkg.com/thebe", "example.org/x.css",
+                "example.org/fig2.png", "example.org/bg.png", "youtube.com"):
+        assert url in flagged, url
+    assert len(problems) == 8, problems
+    assert "arxiv.org" not in flagged and "doctools" not in flagged and "w3.org" not in flagged
+    assert check_offline.scan_html("<p><a href='https://doi.org/10.1/x'>ref</a></p>") == []
+    assert [p for _, p in check_offline.scan_css('@font-face { src: url("https://x.org/f.woff2") }\n'
+                                                 '.b { background: url(../img.png) }')] == \
+        ["stylesheet loads 'https://x.org/f.woff2' from the network"]
+
+
+def test_offline_check_of_a_folder(tmp_path):
+    html = tmp_path / "html"
+    (html / "_static").mkdir(parents=True)
+    (html / "index.html").write_text("<html><body><a href='https://example.org'>x</a></body></html>")
+    (html / "_static" / "a.css").write_text("body { color: red }")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("plain $x$ and `code`")]
+    nbformat.write(nb, html / "ok.ipynb")
+    assert check_offline.check(html) == []
+    (html / "page.html").write_text('<script src="https://cdn.example.org/x.js"></script>')
+    nb.cells.append(nbformat.v4.new_markdown_cell("model {glue:md}`ch09_boot_model`"))
+    nbformat.write(nb, html / "bad.ipynb")
+    problems = check_offline.check(html)
+    assert len(problems) == 2
+    assert problems[0].startswith("page.html:1:") and "cdn.example.org" in problems[0]
+    assert problems[1].startswith("bad.ipynb: cell 1:") and "{glue:md}`ch09_boot_model`" in problems[1]
+    assert check_offline.main([str(html)]) == 1
+    import pytest
+
+    with pytest.raises(ValueError, match="not a built book"):
+        check_offline.check(tmp_path / "nothing")

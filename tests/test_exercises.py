@@ -1,6 +1,8 @@
 """Exercises of every chapter: each check passes with its solution, says "not answered yet" on the
-blank student version, and fails on a wrong answer; the student and teacher notebooks of
-`make exercises`; nbgrader's own assignment generation on one chapter."""
+blank student version, and fails on a wrong answer without revealing the expected value; every
+check is hidden in the book and asks for the precision its exercise states; the student and
+teacher notebooks of `make exercises` (plain Markdown, glued values filled in, "Exercise C.k");
+nbgrader's own assignment generation on one chapter."""
 
 import importlib
 import json
@@ -18,8 +20,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from itemsampling.exercises import (  # noqa: E402
-    NOT_ANSWERED, NotAnswered, WrongAnswer, chapter_namespace, check, classroom_notebook, exercise_start,
-    read_notebook, run_exercises, stub_source,
+    NOT_ANSWERED, NotAnswered, WrongAnswer, chapter_namespace, check, classroom_notebook, digits_tolerance,
+    exercise_start, exercise_title, glue_values, myst_markup, plain_markdown, read_notebook, reader_notebook,
+    run_exercises, stub_source,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,15 +86,64 @@ def test_check_right_blank_wrong(capsys, monkeypatch):
     assert check("ex-0-1", 0.1 + 0.2, expected=0.3) is True
     assert check("ex-0-1", [1.0, 2.0], expected=np.array([1.0, 2.0 + 1e-9]), rtol=1e-6) is True
     assert check("ex-0-1", "A", expected="A") is True
-    assert "correct" in capsys.readouterr().out
+    assert "Exercise 0.1: correct" in capsys.readouterr().out
     for blank in (None, ...):
         assert check("ex-0-2", blank, expected=1.0) is False
-        assert NOT_ANSWERED in capsys.readouterr().out
+        assert f"Exercise 0.2: {NOT_ANSWERED}" in capsys.readouterr().out
     for answer, expected in ((0.31, 0.3), ([1.0, 2.0], [1.0, 2.0, 3.0]), ("B", "A"), (True, False),
                              ("0.3", 0.3), ([1.0, np.nan], [1.0, 2.0])):
-        with pytest.raises(WrongAnswer, match="ex-0-3"):
+        with pytest.raises(WrongAnswer, match="Exercise 0.3: not right yet"):
             check("ex-0-3", answer, expected=expected)
     assert issubclass(WrongAnswer, AssertionError)
+
+
+def test_exercise_title_is_chapter_dot_number():
+    assert exercise_title("ex-10-2") == "Exercise 10.2"
+    assert exercise_title("ex-01-4") == "Exercise 1.4"
+    assert exercise_title("ex-11-13") == "Exercise 11.13"
+    assert exercise_title("my-label") == "my-label"
+
+
+def test_wrong_answer_reveals_no_expected_value():
+    """The message says right / wrong, too high / too low and a coarse relative distance, never
+    the value (the issue's example: expected 0.1642..., got 0.2)."""
+    expected = 0.16421537
+    for answer, words in ((0.2, "too high, between 10% and 50% off"), (0.1, "too low, between 10% and 50% off"),
+                          (0.166, "too high, between 1% and 10% off"), (0.1645, "too high, less than 1% off"),
+                          (1.0, "more than 50% off")):
+        with pytest.raises(WrongAnswer) as err:
+            check("ex-2-1", answer, expected=expected, rtol=1e-9)
+        message = str(err.value)
+        assert words in message, message
+        for shown in ("0.164", "0.1642", "np.float64", "expected", repr(expected)):
+            assert shown not in message, message
+    with pytest.raises(WrongAnswer) as err:
+        check("ex-2-2", [0.5, 0.9], expected=np.array([0.4871, 0.9]), digits=3)
+    assert "0.487" not in str(err.value) and "worst entry" in str(err.value)
+    assert "3 significant digits" in str(err.value)
+    with pytest.raises(WrongAnswer) as err:
+        check("ex-2-3", "C", expected="A")
+    assert "'A'" not in str(err.value) and "A" not in str(err.value).split(":", 1)[1]
+
+
+def test_digits_accepts_what_rounds_right_and_nothing_else(capsys):
+    # 0.16421537 to 3 significant digits is 0.164: 0.164 and 0.1644 are right, 0.165 and 0.163 are not
+    for good in (0.164, 0.1644, 0.16421537, 0.1638):
+        assert check("ex-3-1", good, expected=0.16421537, digits=3) is True
+    for bad in (0.165, 0.163, 0.16):
+        with pytest.raises(WrongAnswer, match="3 significant digits"):
+            check("ex-3-1", bad, expected=0.16421537, digits=3)
+    # per entry, on its own magnitude: 1234.5 and 0.001234 to 3 digits
+    assert check("ex-3-2", [1230.0, 0.00123], expected=[1234.4, 0.0012344], digits=3) is True
+    with pytest.raises(WrongAnswer):
+        check("ex-3-2", [1240.0, 0.00123], expected=[1234.4, 0.0012344], digits=3)
+    assert check("ex-3-3", 0.0, expected=0.0, digits=3) is True       # a zero must be exact
+    with pytest.raises(WrongAnswer):
+        check("ex-3-3", 1e-9, expected=0.0, digits=3)
+    np.testing.assert_allclose(digits_tolerance([0.16421537, 1234.4, 7.0], 3), [5e-4, 5.0, 5e-3], rtol=1e-6)
+    for bad in (0, 16, 2.0, True, "3"):
+        with pytest.raises(ValueError, match="digits"):
+            digits_tolerance(1.0, bad)
 
 
 def test_check_blank_fails_under_nbgrader(monkeypatch):
@@ -129,28 +181,95 @@ def test_chapter_exercises(chapter, capsys, monkeypatch):
     assert blank == {label: False for label in solved}
     out = capsys.readouterr().out
     for label in solved:
-        assert f"{label}: {NOT_ANSWERED}" in out
+        assert f"{exercise_title(label)}: {NOT_ANSWERED}" in out
     wrong = run_exercises(nb, "teacher", answers=_perturb, raise_wrong=False, namespace=namespace)
     assert set(wrong) == set(solved)
     assert all(isinstance(v, WrongAnswer) for v in wrong.values()), wrong
 
 
+_CHECK_CELL = re.compile(r"```\{code-cell\} ipython3\n:tags: \[([^\]]*)\]\n(.*?)```", re.S)
+_EXERCISE_TEXT = re.compile(r"```\{exercise\}\n:label: (\S+)\n(.*?)\n```", re.S)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem[:2])
+def test_checks_are_hidden_and_ask_the_stated_precision(chapter):
+    """Every check cell is hidden in the book (``remove-input``: its expected-value computation
+    would sit right under the hidden solution); a check of a number asks for significant digits
+    (``digits=d``), exactly (``rtol=0``, an integer), or compares a string / boolean, never a
+    machine-precision ``rtol``; and the exercise's text states the digits it asks for."""
+    text = chapter.read_text()
+    section = text[EXERCISES_AT(text):]
+    statements = {label: " ".join(body.split()) for label, body in _EXERCISE_TEXT.findall(section)}
+    checks = [(tags, body) for tags, body in _CHECK_CELL.findall(section) if "check" in tags.split(", ")]
+    assert checks, chapter.name
+    for tags, body in checks:
+        label = re.search(r"""check\(\s*["'](ex-[\w-]+)["']""", body).group(1)
+        assert "remove-input" in tags.split(", "), f"{label}: check cell not tagged remove-input"
+        call = body[body.index(f'check("{label}"'):]
+        rtol = re.search(r"rtol=([^,)\s]+)", call)
+        assert rtol is None or float(rtol.group(1)) == 0, f"{label}: rtol={rtol.group(1)}; ask for digits= instead"
+        digits = re.search(r"digits=(\d+)", call)
+        if digits:
+            assert label in statements, f"{label}: no exercise text"
+            assert f"{digits.group(1)} significant digits" in statements[label], \
+                f"{label}: the exercise does not say '{digits.group(1)} significant digits'"
+
+
+def EXERCISES_AT(text):
+    m = re.search(r"^## Exercises\s*$", text, re.M)
+    assert m, "no '## Exercises' section"
+    return m.start()
+
+
 # --- student and teacher notebooks ---------------------------------------------------------------
 
-def test_classroom_notebooks_of_chapter_1():
+@pytest.fixture(scope="module")
+def ch1_executed(tmp_path_factory):
+    """Chapter 1 executed at small parameters (its glued values are what the classroom notebooks
+    show)."""
+    from itemsampling.run import run_notebook
+
+    out = tmp_path_factory.mktemp("ch01-executed")
+    run_notebook(CH1, {"n_repeats": 20}, out, progress=False, html=False)
+    return out / f"{CH1.stem}.ipynb"
+
+
+def _no_myst(nb, where):
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            left = myst_markup(cell.source)
+            assert not left, f"{where}: MyST left in a Markdown cell: {left[:5]}"
+
+
+def test_classroom_notebooks_of_chapter_1(ch1_executed):
     nb = read_notebook(CH1)
+    glue = glue_values(ch1_executed)
     solutions = [c.source for c in nb.cells if "solution" in c.metadata.get("tags", [])]
-    student, teacher = classroom_notebook(nb, "student"), classroom_notebook(nb, "teacher")
+    student, teacher = classroom_notebook(nb, "student", glue), classroom_notebook(nb, "teacher", glue)
     s_text = "\n".join(c.source for c in student.cells)
     t_text = "\n".join(c.source for c in teacher.cells)
-    for text in (s_text, t_text):
+    for version, text in (("student", s_text), ("teacher", t_text)):
         assert "{exercise}" not in text and "{solution-start}" not in text and "{solution-end}" not in text
-        assert "**Exercise ex-01-1.**" in text
+        assert "**Exercise 1.1.**" in text and "ex-01-1." not in text
+        assert "{glue" not in text and "{cite" not in text
+    for version in (student, teacher):
+        _no_myst(version, "chapter 1")
+    assert "**Solution to Exercise 1.1.**" in t_text
     for sol in solutions:
         assert sol.strip() not in s_text and sol.strip() in t_text
     assert "BEGIN SOLUTION" not in s_text and "Solution to" not in s_text
     assert "The target is first when none of the 99 decoys" in t_text   # the solution's prose
     assert "The target is first when none of the 99 decoys" not in s_text
+    # the glued values of this run are in the text: the chapter glues n_decoys (99 at N = 10,000)
+    # and the number of repeats it ran with
+    source = CH1.read_text()
+    glued_names = set(re.findall(r"\{glue:(?:text|md)\}`([\w]+)", source))
+    assert glued_names and glued_names <= set(glue)
+    for name in ("n_decoys",):
+        if name in glue:
+            assert glue[name]["text/plain"] in s_text
+    # citations as author-year text
+    assert "Krichene and Rendle" in s_text
     stubs = [c.source for c in student.cells if "solution" in c.metadata.get("tags", [])]
     assert stubs[:4] == [f"answer_01_{k} = ...  # your answer" for k in range(1, 5)]
     for version in (student, teacher):
@@ -164,31 +283,94 @@ def test_classroom_notebooks_of_chapter_1():
         [c.source for c in nb.cells if c.cell_type == "code" and "solution" not in c.metadata.get("tags", [])]
 
 
+def test_classroom_notebook_refuses_a_missing_glued_value():
+    with pytest.raises(ValueError, match="no glued"):
+        classroom_notebook(read_notebook(CH1), "student", {})
+
+
+def test_plain_markdown_roles():
+    glue = {"n": {"text/plain": "1234.5678"}, "who": {"text/markdown": "model `bpr` ({cite:t}`krichene2020sampled`)"}}
+    text = plain_markdown(
+        "(sec-x)=\n# Title\n\nN = {glue:text}`n:,.1f`, {glue:md}`who`; {cite:p}`krichene2020sampled`; "
+        "see {ref}`ex-10-2`, {ref}`the section <sec-x>`, {doc}`the API <../book/api>`, {numref}`Figure %s <fig-a>` "
+        "and {math}`x^2`.", glue)
+    assert text.startswith("# Title")
+    assert "N = 1,234.6," in text
+    assert "model `bpr` (Krichene and Rendle (2020))" in text
+    assert "(Krichene and Rendle, 2020)" in text
+    assert "Exercise 10.2" in text and "the section" in text and "the API" in text and "$x^2$" in text
+    assert myst_markup(text) == []
+    assert myst_markup("a {glue:md}`x` b\n```{note}\nhi\n```\n:::{figure} a.png\n:::") == [
+        "{glue:md}`x`", "```{note}", ":::{figure}"]
+
+
+def test_glue_values_from_myst_nb_and_from_papermill(tmp_path):
+    """Both places an executed chapter keeps its glued values: MyST-NB's ``.glue.json`` (data
+    already without the prefix) and an executed notebook's outputs (prefixed mime types)."""
+    prefix = "application/papermill.record/"
+    (tmp_path / "a.glue.json").write_text(json.dumps({"k": {
+        "output_type": "display_data", "metadata": {"scrapbook": {"name": "k", "mime_prefix": prefix}},
+        "data": {"text/plain": "7"}}}))
+    assert glue_values(tmp_path / "a.glue.json") == {"k": {"text/plain": "7"}}
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("glue")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={prefix + "text/markdown": "**x**"},
+                                           metadata={"scrapbook": {"name": "m", "mime_prefix": prefix}})]
+    nb.cells = [cell]
+    nbformat.write(nb, tmp_path / "b.ipynb")
+    assert glue_values(tmp_path / "b.ipynb") == {"m": {"text/markdown": "**x**"}}
+    with pytest.raises(ValueError, match="does not exist"):
+        glue_values(tmp_path / "missing.ipynb")
+
+
+def test_reader_notebook_is_plain_markdown(ch1_executed):
+    """The notebook a reader downloads from the book: the executed chapter, its Markdown plain."""
+    executed = nbformat.read(ch1_executed, as_version=4)
+    assert any(myst_markup(c.source) for c in executed.cells if c.cell_type == "markdown")
+    reader = reader_notebook(executed, glue_values(ch1_executed))
+    _no_myst(reader, "reader notebook")
+    text = "\n".join(c.source for c in reader.cells if c.cell_type == "markdown")
+    assert "**Exercise 1.2.**" in text and "**Solution to Exercise 1.2.**" in text
+    assert [c.outputs for c in reader.cells if c.cell_type == "code"] == \
+        [c.outputs for c in executed.cells if c.cell_type == "code"]
+
+
 def test_classroom_notebook_rejects_unknown_version():
     with pytest.raises(ValueError, match="student' or 'teacher"):
         classroom_notebook(read_notebook(CH1), "grader")
 
 
-def test_make_exercises_writes_student_and_teacher(tmp_path):
-    res = subprocess.run([sys.executable, str(ROOT / "tools" / "make_exercises.py"), "--out", str(tmp_path)],
+def test_make_exercises_writes_student_and_teacher(tmp_path, ch1_executed):
+    out = tmp_path / "ex"
+    res = subprocess.run([sys.executable, str(ROOT / "tools" / "make_exercises.py"), str(CH1), "--out", str(out),
+                          "--executed", str(ch1_executed.parent), "--zip", str(tmp_path / "all.zip")],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    for chapter in CHAPTERS:
-        for version in ("student", "teacher"):
-            nb = nbformat.read(tmp_path / version / f"{chapter.stem}.ipynb", as_version=4)
-            nbformat.validate(nb)
-            grade_ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
-            assert grade_ids and len(grade_ids) == len(set(grade_ids)), (chapter.name, version)
-            if version == "student":
-                assert "BEGIN SOLUTION" not in "\n".join(c.source for c in nb.cells)
+    for version in ("student", "teacher"):
+        nb = nbformat.read(out / version / f"{CH1.stem}.ipynb", as_version=4)
+        nbformat.validate(nb)
+        _no_myst(nb, version)
+        grade_ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
+        assert grade_ids and len(grade_ids) == len(set(grade_ids)), version
+        if version == "student":
+            assert "BEGIN SOLUTION" not in "\n".join(c.source for c in nb.cells)
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "all.zip") as z:
+        assert z.namelist() == [f"itemsampling-exercises/{CH1.stem}.ipynb"]
+    # a chapter with no executed version is refused under --no-run, naming where it looked
+    res = subprocess.run([sys.executable, str(ROOT / "tools" / "make_exercises.py"), str(CH1), "--out", str(out),
+                          "--executed", str(tmp_path / "nothing"), "--no-run"], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 1 and "no executed version" in res.stderr, res.stderr
 
 
-def test_student_notebook_runs_and_says_not_answered(tmp_path):
+def test_student_notebook_runs_and_says_not_answered(tmp_path, ch1_executed):
     """The student notebook of chapter 1 executes from top to bottom (small parameters) and its
     checks print "not answered yet" rather than a traceback."""
     import papermill as pm
 
-    nb = classroom_notebook(read_notebook(CH1), "student")
+    nb = classroom_notebook(read_notebook(CH1), "student", glue_values(ch1_executed))
     source = tmp_path / "student.ipynb"
     nbformat.write(nb, source)
     pm.execute_notebook(str(source), str(tmp_path / "out.ipynb"), parameters={"n_repeats": 20},
@@ -200,10 +382,10 @@ def test_student_notebook_runs_and_says_not_answered(tmp_path):
     labels = _labels(read_notebook(CH1))
     checked = [lab for lab in labels if any(f'check("{lab}"' in c.source for c in nb.cells)]
     for label in checked:
-        assert any(f"{label}: {NOT_ANSWERED}" in t for t in texts), label
+        assert any(f"{exercise_title(label)}: {NOT_ANSWERED}" in t for t in texts), label
 
 
-def test_nbgrader_generate_assignment(tmp_path):
+def test_nbgrader_generate_assignment(tmp_path, ch1_executed):
     """nbgrader's own assignment generation on chapter 1's teacher notebook: the release has
     no solution left, a stub per answer, and its checks say "not answered yet"."""
     nbgrader = BIN / "nbgrader"
@@ -211,7 +393,7 @@ def test_nbgrader_generate_assignment(tmp_path):
     source = tmp_path / "source" / "ch01"
     source.mkdir(parents=True)
     nb = read_notebook(CH1)
-    nbformat.write(classroom_notebook(nb, "teacher"), source / "ch01.ipynb")
+    nbformat.write(classroom_notebook(nb, "teacher", glue_values(ch1_executed)), source / "ch01.ipynb")
     (tmp_path / "nbgrader_config.py").write_text(
         'c = get_config()\nc.ClearSolutions.code_stub = {"python": ""}\n'
         'c.ClearSolutions.text_stub = "Your explanation here."\n')

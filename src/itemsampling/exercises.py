@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["check", "exercise_title", "digits_rtol", "plain_markdown", "myst_markup", "glue_values", "reader_notebook",
+__all__ = ["check", "exercise_title", "digits_tolerance", "plain_markdown", "myst_markup", "glue_values", "reader_notebook",
            "WrongAnswer", "NotAnswered", "NOT_ANSWERED", "run_exercises", "classroom_notebook",
            "write_classroom_notebooks", "executed_chapter", "chapter_namespace", "read_notebook", "exercise_start", "stub_source", "answer_names"]
 
@@ -60,13 +60,17 @@ def exercise_title(label: str) -> str:
     return f"Exercise {int(m.group(1))}.{int(m.group(2))}" if m else str(label)
 
 
-def digits_rtol(digits: int) -> float:
-    """The relative tolerance of an answer asked "to ``digits`` significant digits": half a unit of
-    the last digit relative to the smallest leading digit, ``0.5 * 10**(1 - digits)`` (3 digits:
-    0.005)."""
+def digits_tolerance(expected, digits: int) -> np.ndarray:
+    """The absolute tolerance of an answer asked "to ``digits`` significant digits": half a unit in
+    the last asked digit of each expected value, ``0.5 * 10**(floor(log10|e|) - digits + 1)`` (for
+    0.1642 to 3 digits: 0.0005, so 0.164 is right and 0.165 is not); 0 where ``e`` is 0."""
     if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or not 1 <= digits <= 15:
         raise ValueError(f"digits must be an integer from 1 to 15, got {digits!r}")
-    return 0.5 * 10.0 ** (1 - int(digits))
+    e = np.abs(np.asarray(expected, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exponent = np.floor(np.log10(np.where(e > 0, e, 1.0)))
+    tol = 0.5 * 10.0 ** (exponent - int(digits) + 1)
+    return np.where(e > 0, tol * (1 + 1e-9), 0.0)
 
 
 def _how_far(answer: np.ndarray, expected: np.ndarray) -> str:
@@ -100,7 +104,8 @@ def _how_far(answer: np.ndarray, expected: np.ndarray) -> str:
 def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0, digits: int | None = None) -> bool:
     """Compare ``answer`` with ``expected`` (numbers and arrays within ``rtol``/``atol``; strings,
     booleans and other objects by equality). ``digits`` asks for that many significant digits
-    (``rtol`` becomes :func:`digits_rtol`); the exercise's text states the same precision.
+    instead (each number within :func:`digits_tolerance`, ``rtol`` unused); the exercise's text
+    states the same precision ("Give it to 3 significant digits.").
 
     Returns ``True`` when right, ``False`` when not answered (under nbgrader's autograder, which
     sets ``NBGRADER_EXECUTION``, it raises :class:`NotAnswered` instead, so a blank scores no
@@ -108,8 +113,6 @@ def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0, d
     ("Exercise 8.1") and never reveal the expected value: a wrong number is said to be too high or
     too low and roughly by how much, in relative terms."""
     title = exercise_title(label)
-    if digits is not None:
-        rtol = digits_rtol(digits)
     if _is_blank(answer):
         message = f"{title}: {NOT_ANSWERED} - assign your answer in the cell above and run this cell again."
         if os.environ.get("NBGRADER_EXECUTION"):
@@ -130,7 +133,13 @@ def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0, d
         except (TypeError, ValueError):
             ok, hint = False, "a number (or an array of numbers) is expected"
         else:
-            ok = a.shape == e.shape and bool(np.all(np.isclose(a, e, rtol=rtol, atol=atol)))
+            if a.shape != e.shape:
+                ok = False
+            elif digits is not None:
+                with np.errstate(invalid="ignore"):
+                    ok = bool(np.all((np.abs(a - e) <= digits_tolerance(e, digits) + atol) | (a == e)))
+            else:
+                ok = bool(np.all(np.isclose(a, e, rtol=rtol, atol=atol)))
             if not ok:
                 hint = _how_far(a, e)
     if not ok:
@@ -269,9 +278,8 @@ def glue_values(executed) -> dict:
 
 
 def _unprefixed(output) -> dict:
-    meta = output.get("metadata", {}).get("scrapbook", {})
-    n = len(meta.get("mime_prefix", ""))
-    return {k[n:]: v for k, v in output.get("data", {}).items()}
+    prefix = output.get("metadata", {}).get("scrapbook", {}).get("mime_prefix", "")
+    return {k.removeprefix(prefix) if prefix else k: v for k, v in output.get("data", {}).items()}
 
 
 def _bibliography() -> dict:

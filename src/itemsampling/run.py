@@ -278,11 +278,20 @@ def _resolve_dataset_paths(params: dict) -> dict:
     return out
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write_json(path: Path, payload) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".json")
     try:
         with os.fdopen(fd, "w") as fh:
             json.dump(payload, fh, indent=1, sort_keys=True)
+        # mkstemp creates the file 0600: give it the mode of the run's other outputs (0644 under
+        # the usual umask 022)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -346,7 +355,7 @@ class _KernelStderr:
 # ---------------------------------------------------------------------------------------------
 # rendering
 # ---------------------------------------------------------------------------------------------
-_ASSETS = ("_static", "_images", "_sphinx_design_static", "book")
+_ASSETS = ("_static", "_images", "_sphinx_design_static", "book", "_sources")  # _sources: the .ipynb download
 
 
 def render_html(ipynb, out=None, repo=None, name: str | None = None, timeout: int = 600) -> Path:
@@ -356,7 +365,8 @@ def render_html(ipynb, out=None, repo=None, name: str | None = None, timeout: in
     with ``repo``'s ``_config.yml`` (default: this repository's) and execution turned off, so the
     page shows the outputs and glued values of *this* run. Writes ``OUT/<name>.html`` (default
     ``OUT`` = the notebook's folder; ``name`` defaults to the notebook's stem) with the asset folders ``_static``, ``_images``,
-    ``_sphinx_design_static`` and ``book`` (the references page) beside it, and returns the
+    ``_sphinx_design_static``, ``book`` (the references page) and ``_sources`` (the notebook the page offers
+    for download, its Markdown as plain Markdown) beside it, and returns the
     page's path. Raises ``RuntimeError`` with the end of the build log when the build fails.
     """
     ipynb = Path(ipynb).resolve()
