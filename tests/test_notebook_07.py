@@ -220,3 +220,19 @@ def test_fig71_sentences_follow_the_numbers(results):
     else:
         assert "MN-w wins" not in end and "does not beat every fixed γ" in end
     assert "only at no" not in lead
+
+
+def test_mnw_extra_against_mn_mle(results):
+    per = results["ch07_rel_error_per_repeat"]
+    larger = 0
+    for m in results["ch07_models"]:
+        d = np.array(per[m]["MN-w_MLE (extra)"]) - np.array(per[m]["MN_MLE"])
+        se = d.std(ddof=1) / np.sqrt(REPS)
+        rec = results["ch07_mnw_extra_diff"][m]
+        assert rec["mean"] == pytest.approx(d.mean()) and rec["se"] == pytest.approx(se)
+        larger += d.mean() > 2 * se
+    text = results["ch07_mnw_extra_text"]
+    if larger == 0:
+        assert text.startswith("yet for none")
+    else:
+        assert ("every one of our models" if larger == len(results["ch07_models"]) else f"{larger} of our") in text
