@@ -378,7 +378,7 @@ def _paired_order(users_a, users_b):
 
 
 def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, ci: float = 0.95,
-                   n_boot: int = 200, seed: int = 0, progress=None, **params) -> dict:
+                   n_boot: int = 200, seed: int = 0, progress=None, target: str = "population", **params) -> dict:
     """Estimates with intervals for every model, metric and cut-off of ``table``, and the pairwise
     model comparisons. Returns a JSON-ready dict (what ``--json`` prints).
 
@@ -388,12 +388,25 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     ``numpy.random.default_rng([seed, 0])`` and AUC (when asked for) ``default_rng([seed, 1])``,
     so every number is reproducible from the arguments. ``progress`` is called with one line of
     text before each long step.
+
+    ``target="test-users"`` replaces each estimate's interval by the interval for the test users'
+    own metric (:mod:`itemsampling.estimators.conditional`, parametric replicates drawn with
+    ``default_rng([seed, 2, g, model index])``); the comparisons stay user-bootstrap intervals.
     """
     from .estimators import METHODS, PER_USER_SIZE_METHODS, estimate_metrics
     from .estimators.bootstrap import bootstrap_models
     from .metrics import canonical_metric
 
+    from .estimators.conditional import check_target
+
     say = progress or (lambda text: None)
+    try:
+        check_target(target)
+    except ValueError as err:
+        raise InputError(f"--{err}") from None
+    if target == "test-users" and table.per_user_sizes:
+        raise InputError(f"{table.path} has per-user sample sizes (adaptive sampling); --target test-users needs "
+                         "one sample size for every user, use --target population")
     if method not in METHODS:
         raise InputError(f"--method must be one of {', '.join(METHODS)}; got {method!r}")
     if table.per_user_sizes and method not in PER_USER_SIZE_METHODS:
@@ -414,14 +427,21 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
         res = bootstrap_models(table.ranks, N, table.sizes, group, kk, method, ci=ci, n_boot=n_boot,
                                rng=np.random.default_rng([seed, g]), users=users if paired_any else None,
                                progress=say, **params)
-        for model in table.models:
+        for im, model in enumerate(table.models):
             r, n = table.ranks[model], table.sizes[model]
             raw = estimate_metrics(r, N, n, group, kk, ["sampled"])["sampled"]
+            if target == "test-users":
+                from .estimators.conditional import conditional_metrics
+
+                say(f"      test-users intervals of {model} ({n_boot} parametric replicates)")
+                cond = conditional_metrics(r, N, n, group, kk, [method], ci=ci,
+                                           n_boot=n_boot, rng=np.random.default_rng([seed, 2, g, im]),
+                                           **params)[method]
             for metric in group:
                 for j, k in enumerate(kk if kk is not None else [None]):
                     def pick(v, j=j):
                         return float(np.atleast_1d(v)[j])
-                    e = res.estimates[model][metric]
+                    e = res.estimates[model][metric] if target == "population" else cond[metric]
                     rows.append({"model": model, "metric": metric, "k": k, "label": _label(metric, k),
                                  "estimate": pick(e.estimate), "low": pick(e.low), "high": pick(e.high),
                                  "sampled": pick(raw[metric]), "n_users": int(r.size)})
@@ -447,7 +467,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
         "file": table.path, "n_items": N,
         "sample_size": (next(iter(table.sizes.values())) if not table.per_user_sizes else "per-user"),
         "method": method, "parameters": {k: v for k, v in params.items()},
-        "confidence": ci, "n_boot": n_boot, "seed": seed,
+        "confidence": ci, "n_boot": n_boot, "seed": seed, "target": target,
         "models": {m: {"n_users": int(table.ranks[m].size),
                        "sample_size": (s if isinstance(s, int) else {"min": int(s.min()), "max": int(s.max()),
                                                                        "mean": float(s.mean())})}
@@ -473,7 +493,10 @@ def format_report(result: dict) -> str:
                 else "per-user sample sizes (adaptive sampling)"),
              "  " + "; ".join(f"{m}: M = {d['n_users']:,} users" for m, d in result["models"].items()),
              f"method {result['method']}" + (f" {result['parameters']}" if result["parameters"] else "")
-             + f", {pct} user-bootstrap percentile intervals from {result['n_boot']} replicates (seed {result['seed']})",
+             + (f", {pct} user-bootstrap percentile intervals from {result['n_boot']} replicates (seed {result['seed']})"
+                if result.get("target", "population") == "population" else
+                f", {pct} intervals for the test users' own metric (parametric bootstrap of the item sampling, "
+                f"{result['n_boot']} replicates, seed {result['seed']}); comparisons: user bootstrap"),
              ""]
     header = ["model", "metric", "estimate", f"{pct} interval", "uncorrected"]
     body = [[r["model"], r["label"], _fmt(r["estimate"]), f"[{_fmt(r['low'])}, {_fmt(r['high'])}]",
@@ -571,6 +594,9 @@ def _build_parser():
                    help="decoys were drawn without replacement (default: with replacement)")
     e.add_argument("--ci", type=float, default=0.95, help="confidence level of the intervals, in (0, 1) (default 0.95)")
     e.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates (default 200)")
+    e.add_argument("--target", default="population", choices=("population", "test-users"),
+                   help="what the intervals are for: the population the users were drawn from (user bootstrap, "
+                        "default) or the test users' own metric (item sampling only)")
     e.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     e.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
     e.add_argument("--format", choices=("csv", "tsv", "parquet"), default=None,
@@ -596,6 +622,8 @@ def _estimate(args) -> int:
         raise InputError(f"--ci must be a confidence level in (0, 1), e.g. 0.95; got {args.ci}")
     if args.n_boot < 2:
         raise InputError(f"--n-boot must be an integer >= 2, got {args.n_boot}")
+    if args.weighted and args.target != "population":
+        raise InputError("--target test-users is not available with --weighted (popularity-weighted decoys)")
     if args.weighted:
         from .estimators.weighted import estimate_weighted_file
 
@@ -618,7 +646,7 @@ def _estimate(args) -> int:
                            model_column=args.model_column, user_column=args.user_column)
     progress = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     result = estimate_table(table, args.metric, args.k, args.method, args.ci, args.n_boot, args.seed,
-                            progress=progress, **params)
+                            progress=progress, target=args.target, **params)
     if args.json:
         print(json.dumps(result, indent=1))
     else:

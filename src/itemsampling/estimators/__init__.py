@@ -247,7 +247,7 @@ def _route(meth: str, params: dict) -> dict:
 
 
 def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=None, n_boot=200, rng=None,
-                    **params):
+                    target="population", **params):
     r"""Estimate the global metric :math:`T = \frac1M\sum_u F(R_u)` from sampled ranks.
 
     Parameters
@@ -297,11 +297,32 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
         Number of bootstrap replicates (>= 10; used only with ``ci``).
     rng : seed or numpy Generator
         Randomness of the bootstrap (used only with ``ci``).
+    target : {"population", "test-users"}
+        What the interval is for (used only with ``ci``). ``"population"`` (default): the metric
+        of the population the test users were drawn from, by the user bootstrap above (it
+        includes the between-user variance, so it stays wide even when every item is ranked).
+        ``"test-users"``: the metric :math:`\frac1M\sum_u F(R_u)` of the evaluated users
+        themselves, whose only uncertainty is the item sampling: a parametric bootstrap of the
+        sampled ranks given the fitted MLE :math:`\widehat P(R)`
+        (:mod:`itemsampling.estimators.conditional`, derivation and assumptions there; one
+        sample size for every user). The default is ``"population"`` because it needs no model
+        of the ranks (only that the users are a random sample), it is what a comparison meant
+        to generalise to new users needs, and the model-based ``"test-users"`` interval
+        under-covers wherever the estimator's bias given the test users is not small against
+        the item-sampling noise (coverage studies in chapter 9 and the guide).
 
     Returns
     -------
     float, or ndarray over the cut-offs when ``k`` is a sequence; a ``MetricEstimate`` with ``ci``.
     """
+    from .conditional import check_target
+
+    check_target(target)
+    if ci is not None and target == "test-users":
+        from .conditional import conditional_metric
+
+        return conditional_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=ci, n_boot=n_boot,
+                                  rng=rng, **params)
     if ci is not None:
         from .bootstrap import bootstrap_metric
 
@@ -363,7 +384,7 @@ def _check_options(params: dict, methods) -> None:
 
 
 def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=None, n_boot=200, rng=None,
-                     **params):
+                     target="population", **params):
     r"""Several metrics and methods on one set of sampled ranks.
 
     Returns ``{method: {metric: estimate}}`` where each estimate is as :func:`estimate_metric`
@@ -377,10 +398,20 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
     With ``ci`` (a confidence level in (0, 1)) every estimate is a
     :class:`~itemsampling.estimators.bootstrap.MetricEstimate` with a user-bootstrap percentile
     interval; all methods share the same ``n_boot`` replicates drawn with ``rng``
-    (:func:`~itemsampling.estimators.bootstrap.bootstrap_metrics`).
+    (:func:`~itemsampling.estimators.bootstrap.bootstrap_metrics`). ``target="test-users"``
+    gives instead intervals for the test users' own metric, as :func:`estimate_metric` says
+    (:func:`~itemsampling.estimators.conditional.conditional_metrics`).
     """
+    from .conditional import check_target
+
+    check_target(target)
     _check_nonempty(metrics, "metrics", "metric")
     _check_nonempty(methods, "methods", f"method of {METHODS}")
+    if ci is not None and target == "test-users":
+        from .conditional import conditional_metrics
+
+        return conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci, n_boot=n_boot,
+                                   rng=rng, **params)
     if ci is not None:
         from .bootstrap import bootstrap_metrics
 

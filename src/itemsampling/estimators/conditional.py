@@ -1,0 +1,248 @@
+r"""Intervals for the metric of the *test users themselves* (``target="test-users"``).
+
+Two different quantities are called "the metric" of an item-sampling evaluation:
+
+* the **population** metric :math:`\mathbb E_{R\sim P}\,F(R)` of the users the test users were
+  drawn from; the user bootstrap (:mod:`.bootstrap`) is an interval for it: it resamples users
+  and so includes the between-user variance of :math:`F(R_u)`;
+* the **test-users** metric :math:`T = \frac1M\sum_{u=1}^M F(R_u)` of the :math:`M` users that were
+  evaluated. The :math:`R_u` are fixed numbers; the only uncertainty is the item sampling
+  (which decoys were drawn), so with every item ranked (:math:`n = N` without replacement) the
+  interval has width zero, while the user bootstrap stays as wide as with any :math:`n`.
+
+Derivation (empirical Bayes). Under the model of every rank-distribution estimator (TORS Sec. 5;
+Jin et al. 2021 Eq. 11-13) the global ranks are independent draws from :math:`P(R)` and, given
+:math:`R_u`, the sampled rank follows the kernel :math:`K(r\mid R; n_u)` (binomial with
+replacement, hypergeometric without; :mod:`itemsampling.kernel`). By Bayes' rule the users'
+global ranks are independent given the sampled ranks, each with posterior
+
+.. math::  \Pr(R_u = R \mid r_u) = \frac{P(R)\,K(r_u\mid R; n_u)}{\sum_{R'} P(R')\,K(r_u\mid R'; n_u)},
+
+so :math:`T` given the sampled ranks has mean and variance
+
+.. math::  \mathbb E[T\mid r] = \frac1M\sum_u \mathbb E[F(R)\mid r_u],\qquad
+           \operatorname{Var}[T\mid r] = \frac1{M^2}\sum_u \operatorname{Var}[F(R)\mid r_u],
+
+sums over the distinct :math:`(n_u, r_u)` pairs weighted by their counts (no random draws are
+needed). The interval is :math:`\mathbb E[T\mid r] \pm z_{\alpha/2}\sqrt{\operatorname{Var}[T\mid r]}`
+(a sum of :math:`M` independent bounded terms: central limit theorem), clipped to the range of
+:math:`F`. :math:`P` is replaced by the MLE :math:`\widehat P` of the same sampled ranks (EM, the
+package's default settings, or the options passed as ``mle={...}``). At the EM fixed point
+:math:`\frac1M\sum_u \Pr(R_u = R\mid r_u) = \widehat P(R)`, so the centre
+:math:`\mathbb E[T\mid r]` *is* the MLE estimate :math:`\sum_R \widehat P(R)F(R)`.
+
+Why this is a frequentist interval for :math:`T` and not only a posterior: by the law of total
+variance, averaged over test users drawn from :math:`P`,
+:math:`\mathbb E\bigl[(\mathbb E[T\mid r] - T)^2\bigr] = \mathbb E\,\operatorname{Var}[T\mid r]`,
+i.e. the posterior variance is the mean squared error of the centre *including its bias given the
+test users' ranks*.
+
+Assumptions (what the coverage studies of chapter 9 and the guide test): (i) the sampling model
+(uniform decoys, the kernel above) holds; (ii) :math:`\widehat P` is close to :math:`P` where the
+posterior puts its mass; the uncertainty of :math:`\widehat P` itself is not propagated, so the
+interval is an approximation that improves with :math:`M`; (iii) :math:`M` is large enough for
+the normal approximation of a sum of :math:`M` bounded terms.
+
+The interval does not depend on which estimator is reported: it is an interval for :math:`T` built
+from the data alone. :func:`conditional_metrics` returns each method's own point estimate beside
+it; a method whose estimate falls outside is biased for these users by more than the item
+sampling can explain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from .._validation import as_float_array, as_rng, check_bool, check_int, check_ranks, check_sample_sizes
+from ..metrics import canonical_metric, metric_function
+from .bootstrap import MetricEstimate, check_confidence
+
+__all__ = ["TARGETS", "check_target", "rank_posterior", "posterior_metric_moments", "conditional_metric",
+           "conditional_metrics"]
+
+#: The interval targets of :func:`itemsampling.estimators.estimate_metric` (``target=``).
+TARGETS = ("population", "test-users")
+
+
+def check_target(target) -> str:
+    """``target`` must be one of :data:`TARGETS`; a clear ``ValueError`` otherwise."""
+    if not isinstance(target, str) or target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    return target
+
+
+def _pairs(sampled_ranks, n_items, sample_size):
+    N = check_int(n_items, "n_items", low=2)
+    r = check_ranks(sampled_ranks, "sampled_ranks")
+    n = check_sample_sizes(sample_size, N, r.size)
+    sizes = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else np.asarray(n, dtype=np.int64)
+    if np.any(r > sizes):
+        u = int(np.flatnonzero(r > sizes)[0])
+        raise ValueError(f"sampled_ranks must lie in 1..sample_size for every user; user {u} has rank {r[u]} "
+                         f"with sample_size {sizes[u]}")
+    rows, counts = np.unique(np.column_stack([sizes, r]), axis=0, return_counts=True)
+    return N, n, r, rows[:, 0].copy(), rows[:, 1].copy(), counts.astype(np.float64)
+
+
+def rank_posterior(prior, n_items, pair_sizes, pair_ranks, replacement: bool = True) -> np.ndarray:
+    r"""Posterior :math:`\Pr(R \mid r; n) \propto P(R)\,K(r\mid R; n)` of the global rank given a
+    sampled rank, for each pair ``(pair_sizes[j], pair_ranks[j])``: an ``(N, J)`` array whose
+    columns sum to 1 (Bayes' rule with the kernel of :func:`~.distribution.kernel_columns`)."""
+    from .distribution import kernel_columns
+
+    N = check_int(n_items, "n_items", low=2)
+    P = as_float_array(prior, "prior")
+    if P.shape != (N,) or not np.all(np.isfinite(P)) or np.any(P < 0) or P.sum() <= 0:
+        raise ValueError(f"prior must be a finite, non-negative array of length n_items = {N} with positive sum")
+    K = kernel_columns(N, np.asarray(pair_sizes), np.asarray(pair_ranks), check_bool(replacement, "replacement"))
+    joint = P[:, None] * K
+    q = joint.sum(axis=0)
+    if np.any(q <= 0):
+        j = int(np.flatnonzero(q <= 0)[0])
+        raise ValueError(f"the prior gives sampled rank {int(np.asarray(pair_ranks)[j])} zero probability; "
+                         "no posterior exists")
+    return joint / q
+
+
+def posterior_metric_moments(sampled_ranks, n_items, sample_size, prior, metrics, ks, replacement: bool = True):
+    r""":math:`\mathbb E[T\mid r]` and :math:`\operatorname{Var}[T\mid r]` of the test users' metric
+    :math:`T = \frac1M\sum_u F(R_u)` under ``prior`` (module docstring), for every metric and
+    cut-off: two arrays of shape ``(len(metrics), len(ks))``."""
+    N, _, r, ps, pr, cnt = _pairs(sampled_ranks, n_items, sample_size)
+    post = rank_posterior(prior, N, ps, pr, replacement)          # (N, J)
+    R = np.arange(1, N + 1)
+    Fs = np.array([[metric_function(m, k, N)(R) for k in ks] for m in metrics])  # (n_metrics, n_ks, N)
+    mean_j = Fs @ post                                              # (n_metrics, n_ks, J)
+    var_j = np.maximum((Fs ** 2) @ post - mean_j ** 2, 0.0)
+    M = float(r.size)
+    return mean_j @ cnt / M, var_j @ cnt / M ** 2
+
+
+def _posterior_draws(post, counts, n_boot, rng):
+    """Global-rank histograms of ``n_boot`` draws of every user's rank from its posterior:
+    (n_boot, N) counts; users sharing a pair j draw Multinomial(c_j, post[:, j]) together."""
+    H = np.zeros((n_boot, post.shape[0]))
+    for j in range(post.shape[1]):
+        H += rng.multinomial(int(counts[j]), post[:, j] / post[:, j].sum(), size=n_boot)
+    return H
+
+
+def _sampled_histograms(H, N, pair_size, n_boot, replacement, rng):
+    """Fresh sampled ranks (one size n for all users) of the users in each global-rank histogram
+    row of ``H``: (n_boot, n) counts of r* = 1..n (:func:`itemsampling.sampling.sample_ranks`)."""
+    from ..sampling import sample_ranks
+
+    support = np.arange(1, N + 1)
+    out = np.zeros((n_boot, pair_size))
+    for b in range(n_boot):
+        Rb = np.repeat(support, H[b].astype(np.int64))
+        rb = sample_ranks(Rb, N, pair_size, rng=rng, replacement=replacement)
+        out[b] = np.bincount(rb, minlength=pair_size + 1)[1:]
+    return out
+
+
+def _replicate_estimates(S, N, n, metrics, ks, method, params):
+    """The estimate of ``method`` on every row of ``S`` (histograms of sampled ranks 1..n):
+    (n_boot, n_metrics, n_ks). Histogram-linear methods in one product; EM-MLE on all rows at
+    once (:func:`~.bootstrap.batch_em`); every other method replicate by replicate."""
+    from . import _route, estimate_metrics
+    from .corrected import CORRECTION_METHODS, corrected_metrics
+    from .distribution import cached_kernel
+
+    B, M = S.shape[0], float(S[0].sum())
+    own = _route(method, params)
+    replacement = own.get("replacement", True)
+    r_support = np.arange(1, n + 1)
+    if method == "sampled":
+        Fh = np.stack([[metric_function(m, k, n)(r_support) for k in ks] for m in metrics], axis=-1)
+        Fh = np.moveaxis(Fh, -1, 0)  # (n, n_metrics, n_ks)
+        return (S @ Fh.reshape(n, -1) / M).reshape(B, len(metrics), len(ks))
+    if method in CORRECTION_METHODS and own.get("grid") in (None, False):
+        kw = {k2: v for k2, v in own.items() if k2 != "grid"}
+        if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
+            kw["n_users"] = int(M)
+        Fh = np.asarray(corrected_metrics(list(metrics), ks, N, n, method, **kw))  # (n, n_metrics, n_ks)
+        return (S @ Fh.reshape(n, -1) / M).reshape(B, len(metrics), len(ks))
+    mle_opts = dict(own.get("mle", {}) or {})
+    mle_opts.update({k2: v for k2, v in own.items() if k2 in ("solver", "tol", "max_iter")})
+    if method == "mle" and mle_opts.get("solver", "em") == "em" and own.get("grid") in (None, False):
+        from .bootstrap import batch_em
+
+        K = cached_kernel(N, n, bool(replacement))
+        P, _, _ = batch_em(S, K, tol=mle_opts.get("tol", 1e-6), max_iter=mle_opts.get("max_iter", 10_000))
+        R = np.arange(1, N + 1)
+        Fs = np.array([[metric_function(m, k, N)(R) for k in ks] for m in metrics])  # (n_metrics, n_ks, N)
+        return np.einsum("bN,mkN->bmk", P / P.sum(axis=1, keepdims=True), Fs)
+    out = np.empty((B, len(metrics), len(ks)))
+    for b in range(B):
+        rb = np.repeat(r_support, S[b].astype(np.int64))
+        est = estimate_metrics(rb, N, n, metrics, ks, [method], **params)[method]
+        out[b] = np.array([np.atleast_1d(est[m]) for m in metrics])
+    return out
+
+
+def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci: float = 0.95,
+                        n_boot: int = 200, rng=None, **params) -> dict:
+    r"""Estimates with an interval for the metric of the test users themselves (``target="test-users"``).
+
+    Returns ``{method: {metric: MetricEstimate}}`` as
+    :func:`itemsampling.estimators.estimate_metrics` with ``ci``: ``estimate`` is the method's
+    estimate on the observed ranks, ``low``/``high`` the basic parametric-bootstrap interval
+    :math:`[\widehat T - e^*_{(1-\alpha/2)},\ \widehat T - e^*_{(\alpha/2)}]` of the module
+    docstring, ``n_boot`` the number of parametric replicates. The same draws of
+    :math:`(R^*, r^*)` serve every method and metric. One sample size for every user (per-user
+    sizes: use ``target="population"``). ``params`` as for ``estimate_metrics``; the prior of the
+    posterior draws is the MLE of the same ranks with the options of ``mle={...}`` or of the
+    ``solver``/``tol``/``max_iter`` given to an MLE method (package defaults otherwise).
+    """
+    from . import _check_options, _ks, estimate_metrics, estimate_rank_distribution
+    from .bootstrap import _check_n_boot
+
+    conf = check_confidence(ci, "ci")
+    n_boot = _check_n_boot(n_boot)
+    gen = as_rng(rng)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    methods = [methods] if isinstance(methods, str) else list(methods)
+    for m in metrics:
+        canonical_metric(m)
+    points = estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, **params)
+    _check_options(params, methods)
+    seq, ks = _ks(k)
+    N, n, r, ps, pr, cnt = _pairs(sampled_ranks, n_items, sample_size)
+    if not isinstance(n, int):
+        raise ValueError("target='test-users' needs one sample_size for every user; with per-user sample sizes "
+                         "(adaptive sampling) use target='population'")
+    replacement = check_bool(params.get("replacement", True), "replacement")
+    mle_opts = dict(params.get("mle", {}) or {})
+    mle_opts.update({k2: v for k2, v in params.items() if k2 in ("solver", "tol", "max_iter")})
+    P = np.asarray(estimate_rank_distribution(r, N, n, "mle", replacement=replacement, **mle_opts),
+                   dtype=np.float64)
+    P = P / P.sum()
+    post = rank_posterior(P, N, ps, pr, replacement)
+    H = _posterior_draws(post, cnt, n_boot, gen)                       # (B, N) global ranks R*
+    R = np.arange(1, N + 1)
+    Fs = np.array([[metric_function(m, kk, N)(R) for kk in ks] for m in metrics])
+    T_star = np.einsum("bN,mkN->bmk", H, Fs) / r.size                  # T(R*)
+    S = _sampled_histograms(H, N, n, n_boot, replacement, gen)          # r* | R*
+    alpha = 1.0 - conf
+    out: dict = {}
+    for meth in methods:
+        err = _replicate_estimates(S, N, n, metrics, ks, meth, params) - T_star
+        q_lo, q_hi = np.quantile(err, [alpha / 2, 1 - alpha / 2], axis=0)   # (n_metrics, n_ks)
+        out[meth] = {}
+        for i, m in enumerate(metrics):
+            est = np.atleast_1d(np.asarray(points[meth][m], dtype=np.float64))
+            lo, hi = est - q_hi[i], est - q_lo[i]
+            if seq:
+                out[meth][m] = MetricEstimate(est, lo, hi, conf, n_boot, meth)
+            else:
+                out[meth][m] = MetricEstimate(float(est[0]), float(lo[0]), float(hi[0]), conf, n_boot, meth)
+    return out
+
+
+def conditional_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci: float = 0.95,
+                       n_boot: int = 200, rng=None, **params) -> MetricEstimate:
+    """One method and metric of :func:`conditional_metrics`."""
+    return conditional_metrics(sampled_ranks, n_items, sample_size, [metric], k, [method], ci=ci,
+                               n_boot=n_boot, rng=rng, **params)[method][metric]
