@@ -354,3 +354,14 @@ def test_html_page_has_the_glued_values_of_the_rerun(tmp_path):
     assert "25,815" not in text and "glue:" not in text
     assert (out / "_static").is_dir()
     assert json.loads((out / "results.json").read_text())["html"] == "nb.html"
+    # the page offers its notebook once, and the file is there, with the rerun's values as text
+    import nbformat
+
+    offered = re.findall(r'href="([^"#]+\.ipynb)"', page)
+    assert len(offered) == 1, offered
+    downloaded = nbformat.read(out / offered[0], as_version=4)
+    text = "\n".join(c.source for c in downloaded.cells if c.cell_type == "markdown")
+    assert "The catalog has 1,234,567 items; in words, a catalog of **1,234,567 items**." in text
+    # results.json is readable like the run's other outputs (mkstemp would leave it 0600)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (out / "results.json", out / "nb.ipynb", out / "nb.html")}
+    assert len(set(modes.values())) == 1 and modes["results.json"] & 0o044 == 0o044, modes

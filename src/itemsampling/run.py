@@ -377,6 +377,8 @@ def render_html(ipynb, out=None, repo=None, name: str | None = None, timeout: in
         raise ValueError(f"render_html needs the book's configuration; {config_file} does not exist")
     config = yaml.safe_load(config_file.read_text())
     config.setdefault("execute", {})["execute_notebooks"] = "off"
+    # a rerun's notebook is not in the repository: no Binder / Colab buttons pointing at it
+    config.pop("launch_buttons", None)
     config["only_build_toc_files"] = True
     stem = name or ipynb.stem
     with tempfile.TemporaryDirectory(prefix=".render-", dir=out) as tmp:
