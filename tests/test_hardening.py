@@ -4,6 +4,8 @@ intended result."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -210,3 +212,99 @@ def test_last_line_without_newline_is_read_with_a_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a complete file reads without a warning
         assert len(load_movielens(f)) == 2
+
+
+# --- huge sizes: a result or a ValueError naming the argument, never a raw error --------------------
+def _huge_calls(N, n):
+    from itemsampling import kernel as KN
+    from itemsampling import mapping as MP
+    from itemsampling import metrics as ME
+    from itemsampling import sampling as S
+    from itemsampling.estimators import corrected as C
+    from itemsampling.estimators import estimate_metric, estimate_metrics
+
+    R = np.array([1, 5, 1000])
+    r = np.array([1, 2, 3])
+    return {
+        "theory.kernel_tv_distance(ranks)": lambda: T.kernel_tv_distance(N, n, R),
+        "theory.kernel_tv_distance(all)": lambda: T.kernel_tv_distance(N, n),
+        "theory.repeat_probability": lambda: T.repeat_probability(N, n),
+        "theory.beta_rank_distribution": lambda: T.beta_rank_distribution(N, 0.3),
+        "theory.beta_rank_cdf": lambda: T.beta_rank_cdf([1, 10, N], N, 0.3),
+        "theory.simulate_sampled_recall_curves": lambda: T.simulate_sampled_recall_curves(R, N, n, 2, [1, 2], rng=0),
+        "mapping.beta_mapping": lambda: MP.beta_mapping([1, 10, n], N, n, 0.3),
+        "mapping.beta_mapping_closed_form": lambda: MP.beta_mapping_closed_form([1, 10, n], N, n, 0.3),
+        "mapping.beta_mapping_printed_product": lambda: MP.beta_mapping_printed_product(10, N, n, 0.3),
+        "mapping.mapping": lambda: MP.mapping("bound", [1, n], N, n),
+        "mapping.oracle_mapping": lambda: MP.oracle_mapping(R, N, n, [1, 2]),
+        "mapping.fit_beta": lambda: MP.fit_beta(r, N, n),
+        "sampling.expected_sampled_metric": lambda: S.expected_sampled_metric(R, N, n, "ndcg", 10),
+        "sampling.expected_metric_given_rank": lambda: S.expected_metric_given_rank(R, N, n, "recall", 10),
+        "sampling.sampled_metric_moments": lambda: S.sampled_metric_moments(R, N, n, "ap"),
+        "sampling.shr_moments": lambda: S.shr_moments(R, N, n, [1, 2]),
+        "sampling.sample_ranks": lambda: S.sample_ranks(R, N, n, rng=0),
+        "kernel.kernel_cdf": lambda: KN.kernel_cdf(N, n, True, R),
+        "metrics.evaluate": lambda: ME.evaluate(R, "ndcg", 10, N),
+        "corrected.corrected_metric": lambda: C.corrected_metric("recall", 10, N, n, "bv", gamma=0.1),
+        "estimate_metric(mes)": lambda: estimate_metric(r, N, n, "recall", 10, "mes"),
+        "estimate_metric(bv)": lambda: estimate_metric(r, N, n, "recall", 10, "bv", gamma=0.1),
+        "estimate_metrics": lambda: estimate_metrics(r, N, n, "recall", 10, ["mle", "rank_estimate", "sampled"]),
+    }
+
+
+ARGS = r"\b(n_items|sample_size|global_ranks|n_repeats|n_users|sampled_ranks)\b"
+
+
+@pytest.mark.parametrize("N", [10**9, 10**12])
+@pytest.mark.parametrize("n_of", ["100", "N"])
+def test_huge_sizes_give_a_result_or_name_the_argument(monkeypatch, N, n_of):
+    import warnings
+
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(2**28))  # 256 MiB
+    n = 100 if n_of == "100" else N
+    outcomes = {}
+    for name, call in _huge_calls(N, n).items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # resolution / convergence notes are not the point here
+                out = call()
+        except ValueError as e:
+            assert re.search(ARGS, str(e)), f"{name}: {e}"
+            outcomes[name] = "refused"
+        else:  # any other exception fails the test by itself
+            vals = [v for d in out.values() for v in d.values()] if isinstance(out, dict) else [out]
+            assert all(np.all(np.isfinite(np.asarray(v, dtype=float))) for v in vals), name
+            outcomes[name] = "result"
+    # the closed forms answer at any size
+    for name in ("theory.repeat_probability", "mapping.beta_mapping", "mapping.beta_mapping_closed_form",
+                 "mapping.mapping", "theory.beta_rank_cdf", "metrics.evaluate", "sampling.sample_ranks"):
+        assert outcomes[name] == "result", name
+    if n == N:  # one decoy per other item: a repeat is certain, the Beta map ends at f(n) = N
+        assert T.repeat_probability(N, n) == 1.0
+    from itemsampling import mapping as MP
+
+    np.testing.assert_allclose(MP.beta_mapping([n], N, n, 0.3), [N], rtol=1e-9)
+    np.testing.assert_allclose(MP.beta_mapping([n // 2], N, n, 1.0), [(n // 2) * (N - 1) / n + 1], rtol=1e-9)
+
+
+def test_repeat_probability_closed_form_matches_the_product(monkeypatch):
+    # Euler-Maclaurin beyond REPEAT_EXACT_TERMS against the term-by-term sum, on sizes both can do
+    cases = [(10**6, 1000), (10**9, 10**5), (10**6, 5000), (10**6, 100), (10**12, 2 * 10**6)]
+    exact = [T.repeat_probability(N, n) for N, n in cases]
+    monkeypatch.setattr(T, "REPEAT_EXACT_TERMS", 10)
+    np.testing.assert_allclose([T.repeat_probability(N, n) for N, n in cases], exact, rtol=1e-12)
+    # and the bound rho <= m(m-1)/(2(N-1)), tight for small m / sqrt(N)
+    N, n = 10**12, 10**4
+    m = n - 1
+    assert T.repeat_probability(N, n) <= m * (m - 1) / (2 * (N - 1)) < T.repeat_probability(N, n) * 1.001
+
+
+def test_beta_mapping_closed_form_above_the_recurrence_limit(monkeypatch):
+    from itemsampling import mapping as MP
+
+    ks = [1, 2, 17, 400, 999, 1000]
+    for a in (0.05, 0.3, 1.0, 2.5):
+        rec = MP.beta_mapping(ks, 10**9, 1000, a)
+        monkeypatch.setattr(MP, "BETA_RECURRENCE_MAX", 10)
+        np.testing.assert_allclose(MP.beta_mapping(ks, 10**9, 1000, a), rec, rtol=1e-10)
+        monkeypatch.setattr(MP, "BETA_RECURRENCE_MAX", 1 << 22)

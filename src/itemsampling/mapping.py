@@ -127,6 +127,7 @@ def beta_log_increments(n_items: int, sample_size: int, a: float) -> np.ndarray:
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
     a = _check_a(a)
+    check_memory(5 * 8.0 * sample_size, f"the {sample_size} increments of the Beta recurrence", "sample_size")
     j = np.arange(sample_size, dtype=np.float64)
     log_comb = gammaln(sample_size) - gammaln(j + 1.0) - gammaln(sample_size - j)
     return np.log(a) + a * np.log(n_items - 1.0) + log_comb + betaln(a + j, sample_size - j)
@@ -136,6 +137,28 @@ def _beta_log_g(n_items: int, sample_size: int, a: float) -> np.ndarray:
     r""":math:`\log(f(k;a) - 1)` for :math:`k = 1..n` by the recurrence, in log space."""
     inc = beta_log_increments(n_items, sample_size, a)
     return np.logaddexp.accumulate(inc) / a
+
+
+def _log_gamma_ratio(z, a: float) -> np.ndarray:
+    r""":math:`\ln\Gamma(z+a) - \ln\Gamma(z)` for :math:`z \ge 1`, accurate at any size: the
+    difference of ``gammaln`` values for small :math:`z`, and for large :math:`z` (where the two
+    ``gammaln`` values, about :math:`z\ln z`, would cancel to a few digits at :math:`z = 10^{12}`) the
+    asymptotic series :math:`a\ln z + \sum_{j\ge1}(-1)^{j+1}\frac{B_{j+1}(a)-B_{j+1}(0)}{j(j+1)z^j}`
+    (Bernoulli polynomials), of which the terms :math:`j \le 3` are kept."""
+    z = np.asarray(z, dtype=np.float64)
+    big = z >= 1e3 * max(1.0, a * a)
+    out = np.empty_like(z)
+    zs = z[~big]
+    out[~big] = gammaln(zs + a) - gammaln(zs)
+    zb = z[big]
+    out[big] = (a * np.log(zb) + a * (a - 1) / (2 * zb) - a * (a - 1) * (2 * a - 1) / (12 * zb * zb)
+                + a * a * (a - 1) ** 2 / (12 * zb ** 3))
+    return out
+
+
+#: above this sample size :func:`beta_mapping` evaluates the recurrence's telescoped closed form at the
+#: requested ``k`` only (the recurrence itself would need memory and time linear in ``n``)
+BETA_RECURRENCE_MAX = 1 << 22
 
 
 def beta_mapping(k, n_items: int, sample_size: int, a: float) -> np.ndarray:
@@ -159,10 +182,17 @@ def beta_mapping(k, n_items: int, sample_size: int, a: float) -> np.ndarray:
     :math:`f(k;1) = k(N-1)/n + 1` (TORS Eq. 56, :func:`uniform_mapping`), increasing in
     :math:`k`, and increasing in :math:`a` (numerically; Li et al. 2020 Remedy #3 states it, and
     also the opposite inequality). See also :func:`beta_mapping_closed_form`.
+
+    For :math:`n >` :data:`BETA_RECURRENCE_MAX` (about 4 million) the recurrence is not unrolled:
+    its telescoped closed form (:func:`beta_mapping_closed_form`, equal to it to rounding, checked in
+    the tests) is evaluated at the requested ``k`` only, so any :math:`N, n` up to :math:`10^{12}`
+    and beyond costs memory and time in ``len(k)`` alone.
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
     a = _check_a(a)
     ks = _check_ks(k, sample_size)
+    if sample_size > BETA_RECURRENCE_MAX:
+        return beta_mapping_closed_form(ks, n_items, sample_size, a)
     return np.exp(_beta_log_g(n_items, sample_size, a)[ks - 1]) + 1.0
 
 
@@ -176,13 +206,15 @@ def beta_mapping_closed_form(k, n_items: int, sample_size: int, a: float) -> np.
     .. math:: f(k;a) = (N-1)\Bigl[\frac{\Gamma(n)\,\Gamma(k+a)}{\Gamma(n+a)\,\Gamma(k)}\Bigr]^{1/a} + 1 .
 
     With :math:`a = 1` this is TORS Eq. 56, :math:`k(N-1)/n + 1`; with :math:`k = n` it is
-    :math:`N` (Lemma C.1).
+    :math:`N` (Lemma C.1). The two ratios of Gamma functions are evaluated by an asymptotic
+    series for large arguments (``_log_gamma_ratio``), accurate for :math:`n` and :math:`k` up to
+    :math:`10^{12}` and beyond; the result is clipped to :math:`N` (rounding only).
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
     a = _check_a(a)
     ks = _check_ks(k, sample_size).astype(np.float64)
-    log_ratio = gammaln(sample_size) + gammaln(ks + a) - gammaln(sample_size + a) - gammaln(ks)
-    return (n_items - 1.0) * np.exp(log_ratio / a) + 1.0
+    log_ratio = _log_gamma_ratio(ks, a) - _log_gamma_ratio(np.array([float(sample_size)]), a)
+    return np.minimum((n_items - 1.0) * np.exp(log_ratio / a) + 1.0, float(n_items))
 
 
 def uniform_mapping(k, n_items: int, sample_size: int) -> np.ndarray:
@@ -212,6 +244,9 @@ def beta_mapping_printed_product(k, n_items: int, sample_size: int, a: float) ->
     n_items, sample_size = check_sizes(n_items, sample_size)
     a = _check_a(a)
     ks = _check_ks(k, sample_size)
+    if sample_size > BETA_RECURRENCE_MAX:
+        raise ValueError(f"sample_size must be <= {BETA_RECURRENCE_MAX} for the misprinted recurrence (evaluated "
+                         f"term by term, with no closed form), got {sample_size}")
     inc = beta_log_increments(n_items, sample_size, a)
     log_g = np.empty(sample_size)
     log_g[0] = inc[0] / a
@@ -298,6 +333,7 @@ def fit_beta(sampled_ranks, n_items: int, sample_size: int, a0: float = 0.5, tol
     a = _check_a(a0)
     tol = check_real(tol, "tol", low=0.0, low_open=True)
     max_iter = check_int(max_iter, "max_iter", low=1)
+    check_memory(5 * 8.0 * sample_size, f"the Beta fit over {sample_size} sampled ranks", "sample_size")
     counts = np.bincount(r, minlength=sample_size + 1)[1:]
     if counts[:-1].sum() == 0:
         raise ValueError(f"sampled_ranks are all equal to sample_size={sample_size}; the Beta "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_rng, check_bool, check_int, check_ranks, check_real, check_sizes
+from ._validation import as_rng, check_bool, check_int, check_memory, check_ranks, check_real, check_sizes
 from .kernel import kernel, kernel_cdf
 from .metrics import metric_function
 
@@ -53,6 +53,14 @@ def sample_ranks(global_ranks, n_items: int, sample_size: int, rng=None, replace
     return x.astype(np.int64) + 1
 
 
+def _check_row_memory(R, sample_size):
+    """Refuse, before any allocation of length ``n``, kernel rows that do not fit in memory (one row
+    per distinct global rank, each of length ``n``, and its temporaries)."""
+    rows = np.unique(R).size
+    check_memory(8.0 * sample_size * (4 * rows + 3), f"{rows} kernel row(s) of length sample_size = {sample_size}",
+                 "sample_size (or the number of distinct global_ranks)")
+
+
 def _unique_rows(R, n_items, sample_size, replacement):
     uniq, inverse = np.unique(R, return_inverse=True)
     return uniq, inverse, kernel(n_items, sample_size, replacement, uniq)
@@ -65,6 +73,7 @@ def expected_metric_given_rank(global_ranks, n_items: int, sample_size: int, met
     metric uses :math:`n` in place of :math:`N`."""
     n_items, sample_size = check_sizes(n_items, sample_size)
     R = check_ranks(global_ranks, "global_ranks", high=n_items)
+    _check_row_memory(R, sample_size)
     F = metric_function(metric, k, sample_size)
     values = F(np.arange(1, sample_size + 1))
     uniq, inverse, P = _unique_rows(R, n_items, sample_size, replacement)
@@ -86,6 +95,7 @@ def sampled_metric_moments(global_ranks, n_items: int, sample_size: int, metric:
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
     R = check_ranks(global_ranks, "global_ranks", high=n_items)
+    _check_row_memory(R, sample_size)
     F = metric_function(metric, k, sample_size)
     values = F(np.arange(1, sample_size + 1))
     uniq, inverse, P = _unique_rows(R, n_items, sample_size, replacement)

@@ -322,6 +322,10 @@ def crossings(curve_a, curve_b, atol: float = 0.0) -> np.ndarray:
 # With vs without replacement
 # --------------------------------------------------------------------------------------------
 
+#: the largest number of kernel entries (ranks x sample size) :func:`kernel_tv_distance` computes
+TV_MAX_ENTRIES = 5e8
+
+
 def kernel_tv_distance(n_items: int, sample_size: int, global_ranks=None) -> np.ndarray:
     r"""Total variation distance between the binomial (with replacement) and hypergeometric
     (without replacement) kernels, row by row:
@@ -334,8 +338,16 @@ def kernel_tv_distance(n_items: int, sample_size: int, global_ranks=None) -> np.
     metric with values in [0, 1], is a function of :math:`r`, the two kernels' expectations of it
     differ by at most :math:`\mathrm{TV}(R)` for every user. ``global_ranks`` defaults to all
     :math:`R = 1..N` (an :math:`N \times n` computation; pass a grid for very large :math:`N`).
+    More than :data:`TV_MAX_ENTRIES` kernel entries (ranks times :math:`n`) are refused with a
+    ``ValueError`` naming the argument to reduce.
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
+    rows = n_items if global_ranks is None else int(np.size(global_ranks))
+    if float(rows) * sample_size > TV_MAX_ENTRIES:
+        raise ValueError(f"the TV distance over {rows} global ranks x sample_size = {sample_size} needs "
+                         f"{float(rows) * sample_size:.3g} kernel entries (more than {TV_MAX_ENTRIES:.0e}, minutes "
+                         "of work); reduce " + ("n_items or pass global_ranks (a grid of ranks)" if global_ranks is None
+                                                else "global_ranks (a coarser grid)") + " or sample_size")
     if global_ranks is None:
         R = np.arange(1, n_items + 1, dtype=np.int64)
     else:
@@ -360,12 +372,54 @@ def repeat_probability(n_items: int, sample_size: int) -> float:
     It bounds the kernels' total variation distance: conditioned on no repeat, decoys drawn with
     replacement are a uniform sample without replacement, so
     :math:`P_{\mathrm{bin}} = (1-\rho) P_{\mathrm{hyp}} + \rho Q` for some distribution
-    :math:`Q`, hence :math:`\mathrm{TV}(R) \le \rho` for every :math:`R`. Computed in log space.
+    :math:`Q`, hence :math:`\mathrm{TV}(R) \le \rho` for every :math:`R`. Computed in log space:
+    the sum :math:`\sum_i \log(1 - i/(N-1))` term by term (in blocks) for up to
+    :data:`REPEAT_EXACT_TERMS` terms; beyond, by the Euler-Maclaurin formula with its integral in
+    closed form (the summand is smooth and its derivatives are :math:`O((N-m)^{-j})`), and as exactly
+    1 once :math:`m(m-1)/(2(N-1))`, a lower bound of :math:`-\log(1-\rho)`, exceeds 745. Any size up
+    to :math:`N = 10^{12}` and beyond costs constant memory.
     """
     n_items, sample_size = check_sizes(n_items, sample_size)
     m = sample_size - 1
-    i = np.arange(1, m, dtype=np.float64)
-    return float(-np.expm1(np.sum(np.log1p(-i / (n_items - 1)))))
+    a = n_items - 1.0
+    if m * (m - 1) / (2.0 * a) > 745.0:  # -log(1 - rho) >= sum i/a: 1 - rho underflows
+        return 1.0
+    if m - 1 <= REPEAT_EXACT_TERMS:
+        total = 0.0
+        for lo in range(1, m, 1 << 20):
+            i = np.arange(lo, min(m, lo + (1 << 20)), dtype=np.float64)
+            total += float(np.sum(np.log1p(-i / a)))
+        return float(-np.expm1(total))
+    return float(-np.expm1(_log1p_sum_euler_maclaurin(m - 1, a)))
+
+
+#: :func:`repeat_probability` sums up to this many terms one by one, and uses Euler-Maclaurin beyond
+REPEAT_EXACT_TERMS = 10**7
+
+
+def _log1p_sum_euler_maclaurin(b: int, a: float) -> float:
+    r""":math:`\sum_{i=1}^{b}\log(1 - i/a)` for :math:`b < a` by Euler-Maclaurin: the integral
+    :math:`\int_1^b \log(1-x/a)\,dx = a\,[g(b/a) - g(1/a)]` with
+    :math:`g(u) = -(1-u)\log(1-u) - u = -\sum_{j\ge2} u^j/(j(j-1))` (the series for small
+    :math:`u`, where the closed form would cancel), plus the end corrections
+    :math:`(f(1)+f(b))/2 + (f^{(1)}(b)-f^{(1)}(1))/12 - (f^{(3)}(b)-f^{(3)}(1))/720` with
+    :math:`f^{(1)}(x) = -1/(a-x)` and :math:`f^{(3)}(x) = -2/(a-x)^3`."""
+    def g(u: float) -> float:
+        if u < 1e-2:
+            return -sum(u ** j / (j * (j - 1)) for j in range(2, 14))
+        return float(-(1.0 - u) * np.log1p(-u) - u)
+
+    def f(x: float) -> float:
+        return float(np.log1p(-x / a))
+
+    def d1(x: float) -> float:
+        return -1.0 / (a - x)
+
+    def d3(x: float) -> float:
+        return -2.0 / (a - x) ** 3
+
+    return (a * (g(b / a) - g(1.0 / a)) + 0.5 * (f(1.0) + f(float(b)))
+            + (d1(float(b)) - d1(1.0)) / 12.0 - (d3(float(b)) - d3(1.0)) / 720.0)
 
 
 # --------------------------------------------------------------------------------------------

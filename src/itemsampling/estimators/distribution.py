@@ -188,6 +188,7 @@ def sampled_rank_histogram(sampled_ranks, sample_size: int) -> np.ndarray:
     of Jin et al. Eq. 21 (:math:`\tilde P(r) = c_r/M`)."""
     sample_size = check_int(sample_size, "sample_size", low=2)
     r = check_ranks(sampled_ranks, "sampled_ranks", high=sample_size)
+    check_memory(16.0 * sample_size, f"a histogram of {sample_size} sampled ranks", "sample_size")
     return np.bincount(r, minlength=sample_size + 1)[1:].astype(np.float64)
 
 

@@ -89,7 +89,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import expi, gammaln, logsumexp, psi
 
-from .._validation import check_bool, check_int, check_probability_vector, check_ranks, check_sizes
+from .._validation import check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
 from .corrected import _RCOND_FACTOR, _check_system, _solve_spd, check_gamma
@@ -363,6 +363,7 @@ def grid_kernel(grid: RankGrid, sample_size: int, replacement: bool = True) -> n
         raise ValueError(f"grid must be a RankGrid (from rank_grid), got {type(grid).__name__}")
     N, n = check_sizes(grid.n_items, sample_size)
     check_bool(replacement, "replacement")
+    check_memory(3 * 8.0 * grid.lo.size * n, f"the {grid.lo.size} x {n} grid kernel", "sample_size")
     return _grid_kernel_cached(N, n, bool(replacement), grid.lo.tobytes())
 
 
@@ -849,6 +850,10 @@ def resolve_grid(grid, n_items: int, sample_size, ks=()):
     if isinstance(grid, (bool, np.bool_)):
         if not grid:
             return None
+        # every grid estimator needs at least the first 1024 one-rank cells x n of the grid kernel:
+        # refuse an impossible n before building the grid (whose cost grows with N / n)
+        check_memory(3 * 8.0 * min(1024, n_items) * nmax, f"the grid kernel (at least {min(1024, n_items)} cells "
+                     f"x n = {nmax})", "sample_size")
         return rank_grid(n_items, nmax, breaks=[int(k) for k in ks if k is not None and int(k) <= n_items])
     return _check_grid(grid, n_items)
 
