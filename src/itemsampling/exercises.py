@@ -4,10 +4,13 @@ Every exercise with an answer has a solution cell that assigns ``answer_<chapter
 after it, a check cell::
 
     from itemsampling.exercises import check
-    check("ex-08-1", globals().get("answer_08_1"), expected=<independent computation>, rtol=1e-6)
+    check("ex-08-1", globals().get("answer_08_1"), expected=<independent computation>, digits=3)
 
-``check`` compares the reader's answer with the expected value and says clearly whether it is
-right. An unanswered exercise (``None`` or ``...``) prints a "not answered yet" message and returns
+tagged ``check`` and ``remove-input`` (the book hides the computation of the expected value).
+``check`` compares the reader's answer with the expected value, to the precision the exercise
+states ("Give it to 3 significant digits."), and says clearly whether it is right, naming the
+exercise as the book does ("Exercise 8.1"); a wrong answer is told too high / too low and
+roughly how far, never the expected value. An unanswered exercise (``None`` or ``...``) prints a "not answered yet" message and returns
 ``False`` without raising, so a student notebook runs on; a wrong answer raises
 :class:`WrongAnswer` (an ``AssertionError``), so a book whose solution drifted from its check fails
 to build, and a grader counts it as failed.
@@ -18,6 +21,9 @@ A chapter's exercise section (from its ``## Exercises`` heading to the end) runs
 ``answer_NN_k = ...  # your answer``, solution prose dropped) or its teacher notebook (solutions
 between nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers); both carry nbgrader's
 cell metadata. ``make exercises`` (``tools/make_exercises.py``) writes them for every chapter.
+Their Markdown is plain (:func:`plain_markdown`): glued values from the executed chapter
+(:func:`glue_values`), citations and cross-references as text; :func:`reader_notebook` does the
+same for the executed notebook the book offers for download.
 """
 
 from __future__ import annotations
