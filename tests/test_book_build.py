@@ -193,3 +193,31 @@ def test_offline_check_of_a_folder(tmp_path):
 
     with pytest.raises(ValueError, match="not a built book"):
         check_offline.check(tmp_path / "nothing")
+
+
+def test_browser_check_reads_console_errors_from_devtools_events():
+    """The events tools/browser_check.py turns into problems (its page run needs Chromium and runs
+    in CI after the book build)."""
+    import browser_check
+
+    events = [
+        {"method": "Runtime.exceptionThrown", "params": {"exceptionDetails": {
+            "text": "Uncaught", "exception": {"description": "SyntaxError: Identifier 'THEBE_JS_URL' has already been declared\n at x"}}}},
+        {"method": "Runtime.consoleAPICalled", "params": {"type": "error", "args": [{"type": "string", "value": "boom"}]}},
+        {"method": "Runtime.consoleAPICalled", "params": {"type": "log", "args": [{"type": "string", "value": "fine"}]}},
+        {"method": "Log.entryAdded", "params": {"entry": {"level": "error", "source": "network",
+                                                          "text": "Failed to load resource: net::ERR_NAME_NOT_RESOLVED",
+                                                          "url": "https://cdn.jsdelivr.net/npm/x.js"}}},
+        {"method": "Log.entryAdded", "params": {"entry": {"level": "error", "source": "network",
+                                                          "text": "404", "url": "http://127.0.0.1:1/favicon.ico"}}},
+        {"method": "Log.entryAdded", "params": {"entry": {"level": "warning", "source": "other", "text": "meh"}}},
+    ]
+    assert browser_check._errors(events) == [
+        "uncaught exception: SyntaxError: Identifier 'THEBE_JS_URL' has already been declared",
+        "console.error: boom",
+        "network error: Failed to load resource: net::ERR_NAME_NOT_RESOLVED https://cdn.jsdelivr.net/npm/x.js",
+    ]
+    import pytest
+
+    with pytest.raises(ValueError, match="not a built book"):
+        browser_check.check(Path("/nonexistent-book"))
