@@ -308,3 +308,23 @@ def test_beta_mapping_closed_form_above_the_recurrence_limit(monkeypatch):
         monkeypatch.setattr(MP, "BETA_RECURRENCE_MAX", 10)
         np.testing.assert_allclose(MP.beta_mapping(ks, 10**9, 1000, a), rec, rtol=1e-10)
         monkeypatch.setattr(MP, "BETA_RECURRENCE_MAX", 1 << 22)
+
+
+# --- mes_cvxpy: the gap at the returned point, computed as mes_dual's --------------------------------
+def test_mes_cvxpy_reports_the_kkt_gap_of_its_point():
+    from itemsampling.estimators import distribution as D
+    from itemsampling.kernel import kernel
+    from itemsampling.sampling import sample_ranks
+
+    N, n = 300, 20
+    r = sample_ranks(np.random.default_rng(0).integers(1, N + 1, 400), N, n, rng=1)
+    pt = np.bincount(r, minlength=n + 1)[1:] / r.size
+    K = kernel(N, n)
+    for a in (1e-3, 0.05, 1.0):
+        dual, prim = D.mes_dual(pt, K, a), D.mes_cvxpy(pt, K, a)
+        assert np.isfinite(prim.gap) and prim.gap == D.mes_primal_gap(prim.distribution, pt, K, a)
+        # both solvers agree, and the gap is small at each one's answer and zero at the dual optimum
+        assert np.abs(prim.distribution - dual.distribution).max() < 1e-4
+        assert D.mes_primal_gap(dual.distribution, pt, K, a) < 1e-10 and prim.gap < 1e-4
+        # a point that is not the optimum has a gap as large as its distance from it
+        assert D.mes_primal_gap(np.full(N, 1.0 / N), pt, K, a) > 100 * prim.gap

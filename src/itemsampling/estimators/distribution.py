@@ -122,6 +122,7 @@ __all__ = [
     "mes_objective",
     "mes_dual",
     "mes_cvxpy",
+    "mes_primal_gap",
     "bv_rank_distribution",
     "project_to_simplex",
 ]
@@ -810,8 +811,31 @@ def mes_cvxpy(p_tilde, K, a: float, solver: str = "CLARABEL", **solver_options) 
         raise ValueError(f"cvxpy could not solve the MES problem (status {problem.status})")
     p = np.maximum(np.asarray(pi.value, dtype=np.float64), 0.0)
     p /= p.sum()
+    gap = mes_primal_gap(p, pt, K, a)
     return FitResult(p, mes_objective(p, pt, K, a), int(problem.solver_stats.num_iters or 0),
-                     problem.status == "optimal", np.nan, time.perf_counter() - start, f"cvxpy-{solver.lower()}")
+                     problem.status == "optimal", gap, time.perf_counter() - start, f"cvxpy-{solver.lower()}")
+
+
+def mes_primal_gap(pi, p_tilde, K, a: float) -> float:
+    r"""The KKT residual of :func:`mes_dual` (the sup-norm of its dual gradient, in units of
+    probability) at the multipliers a primal point implies, so that a primal solver's answer (e.g.
+    :func:`mes_cvxpy`) is checked as :func:`mes_dual`'s is, instead of trusting its status.
+
+    At the optimum, the stationarity of :math:`-E(q) - a\mu^	op q` in :math:`q` gives
+    :math:`\mu_r = -2	ilde P(r)(q_r - 	ilde P(r))/a` with :math:`q = K_O^	op\pi`; the dual gradient
+    there, :math:`K_O^	op\pi(\mu) - 	ilde P_O + a\mu/(2	ilde P_O)`, reduces to
+    :math:`K_O^	op(\pi(\mu) - \pi)` with :math:`\pi(\mu) = \mathrm{softmax}(K_O\mu)`: zero exactly
+    when :math:`\pi` is the MES optimum (TORS Eq. 36; Jin et al. Eq. 25-26)."""
+    pt, Km = _check_mes_inputs(p_tilde, K)
+    a = _check_positive(a, "a")
+    p = check_probability_vector(pi, "pi", length=Km.shape[0])
+    obs = np.flatnonzero(pt > 0)
+    Ko = Km[:, obs]
+    q = Ko.T @ p
+    mu = -2.0 * pt[obs] * (q - pt[obs]) / a
+    z = Ko @ mu
+    soft = np.exp(z - logsumexp(z))
+    return float(np.max(np.abs(Ko.T @ (soft - p))))
 
 
 # ---------------------------------------------------------------------------------------------
