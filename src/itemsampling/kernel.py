@@ -16,7 +16,7 @@ of decoys ranked above it, :math:`r-1`, follows
 
   i.e. population :math:`N-1`, :math:`R-1` successes, :math:`n-1` draws.
 
-Both are computed in log space with ``gammaln`` (SEED-NOTES: plain pmf values underflow for large
+Both are computed in log space with ``gammaln`` (plain pmf values underflow for large
 :math:`n` and :math:`N`). The kernel matrix has one row per global rank :math:`R = 1..N` and one
 column per sampled rank :math:`r = 1..n`; every row sums to 1.
 """

@@ -201,7 +201,7 @@ def adaptive_sample_ranks(global_ranks, n_items: int, initial_size: int, max_siz
     :math:`n_0 - 1` uniform decoys). While the target ranks first in its set (:math:`r_u = 1`) and
     the set is smaller than :math:`n_{max}` = ``max_size``, the set doubles: :math:`n_u` *extra*
     decoys are drawn ("sampling extra :math:`n_u` items", Algorithm 1 line 5) and added to those
-    already drawn, so :math:`n_u \to 2 n_u` (SEED-NOTES item 10).
+    already drawn, so :math:`n_u \to 2 n_u` (TORS Algorithm 1, lines 4-6: :math:`n_0` counts the target).
 
     Since all earlier decoys rank below the target (:math:`r_u = 1`), the new rank is one plus the
     number of *extra* decoys that outrank it:

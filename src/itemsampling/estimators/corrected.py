@@ -8,7 +8,7 @@ held-out item among :math:`n` sampled items. A *corrected metric* is a vector
 .. math:: \widehat T = \frac1M \sum_u \widehat F(r_u) = \sum_{r=1}^n \tilde P(r)\,\widehat F(r)
           \;\approx\; T = \frac1M \sum_u F(R_u).
 
-Notation (SEED-NOTES): :math:`N` items, sampled set of :math:`n` items *including* the target
+Notation (the book's, see its notation page): :math:`N` items, sampled set of :math:`n` items *including* the target
 (:math:`n-1` decoys; Krichene & Rendle's :math:`m` is our :math:`n-1` and their :math:`n` our
 :math:`N`); kernel :math:`K_{R,r} = P(r \mid R)` from :mod:`itemsampling.kernel`; prior
 :math:`p(R)`, uniform :math:`1/N` unless given.
@@ -30,7 +30,8 @@ Methods (all return a length-:math:`n` float64 vector):
     active-set method that terminates at the exact optimum). In these coordinates the design
     matrix is :math:`\sqrt{p(R)}\,\Pr(r \le j \mid R)`, the kernel CDF.
 
-``"bv"`` (Krichene & Rendle Eq. 24-26; TORS Eq. 8-10 with SEED-NOTES items 3 and 7)
+``"bv"`` (Krichene & Rendle Eq. 24-26; TORS Eq. 8-10)
+    (TORS Eq. 8 squares the whole objective, a misprint: Krichene & Rendle Eq. 24 is the form used.)
     :math:`\min_x \sum_R p(R)\bigl[(\mathbb E[x_r\mid R] - F(R))^2 + \gamma\,\mathrm{Var}[x_r\mid R]\bigr]`,
     whose normal equations are
 
@@ -40,7 +41,7 @@ Methods (all return a length-:math:`n` float64 vector):
     :math:`\gamma = 1` gives the posterior mean :math:`x_r = \sum_R p(R\mid r) F(R)` (Eq. 26);
     :math:`\gamma = 0` the minimal-bias least squares of Eq. 21-22 without the order constraint.
 
-``"mn"`` (TORS Sec. 5, Eq. 39-42, as published; SEED-NOTES item 8)
+``"mn"`` (TORS Sec. 5, Eq. 39-42, as published: the variance term of Eq. 39 unweighted over :math:`R`)
     :math:`\min_x \sum_R p(R)(\mathbb E[x_r\mid R] - F(R))^2 + \frac1M\sum_R \mathrm{Var}[x_r\mid R]`,
     i.e. :math:`x = (K^\top D K - \frac1M K^\top K + \frac1M\Lambda_1)^{-1} K^\top D F` with the
     *unweighted* kernel :math:`K`, :math:`D = \mathrm{diag}(p)` and

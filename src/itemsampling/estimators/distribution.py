@@ -63,7 +63,7 @@ Estimators
 
     with :math:`a = \eta/n` (TORS Eq. 36, the book's default, ``eta_scaling="tors"``),
     :math:`a = \eta` (Jin et al. Eq. 26, ``eta_scaling="aaai"``) or :math:`a = \eta\,(100/n)^2`
-    (``"quadratic"``, see :func:`mes_scale`); see SEED-NOTES item 6. Ranks
+    (``"quadratic"``, see :func:`mes_scale`); TORS Eq. 36 and Jin et al. Eq. 26 differ by this factor. Ranks
     never observed carry no weight. The problem is strictly concave; the default solver is its
     Lagrange dual (derived in :func:`mes_dual`), an unconstrained smooth problem in one variable
     per *observed* sampled rank, solved by Newton's method; ``solver="cvxpy"`` solves the primal
@@ -460,7 +460,7 @@ def _mle_cnm_impl(counts, K, tol: float = 1e-9, max_iter: int = 1000) -> FitResu
 def sampled_rank_table(sampled_ranks, sample_size):
     r"""The sufficient statistic of sampled ranks with per-user sample sizes: the distinct pairs
     :math:`(n_u, r_u)` and how many users share each (TORS Eq. 43: a user's likelihood depends on
-    the data only through the pair, so users with equal pairs are grouped; SEED-NOTES item 10).
+    the data only through the pair, so users with equal pairs are grouped).
 
     ``sample_size`` is one int for every user or one per user (``check_sample_sizes``); each
     :math:`r_u` must lie in :math:`1..n_u`. Returns ``(sizes, ranks, counts)``, three int64 arrays
