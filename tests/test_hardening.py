@@ -343,3 +343,52 @@ def test_docstrings_do_not_cite_private_notes():
     cited = [f"{p.relative_to(root)}:{i}" for p in files
              for i, line in enumerate(p.read_text().splitlines(), 1) if "SEED-NOTES" in line]
     assert cited == []
+
+
+# --- resolution: K below one kernel width N/(n-1) ------------------------------------------------------
+def test_resolution_warning_is_exported_and_names_k_width_and_remedy():
+    import warnings
+
+    import itemsampling
+    from itemsampling.estimators import estimate_metric, estimate_metrics
+
+    assert issubclass(itemsampling.ResolutionWarning, UserWarning)
+    r = np.array([1, 1, 2, 3, 5])
+    # Recall@10 at N = 10^12, n = 50: the kernel width is 10^12 / 49 = 2.041e10
+    with pytest.warns(itemsampling.ResolutionWarning,
+                      match=r"cut-off K = 10 is below one kernel width N/\(n-1\) = 2\.041e\+10 \(N = 1000000000000, "
+                            r"n = 50\).* larger sample size \(n >= 100000000001 for K = 10\) or adaptive sampling"):
+        estimate_metric(r, 10**12, 50, "recall", 10, "mle")
+    # N = 300, n = 60: width 300/59 = 5.08; K = 1 and 5 are below it, K = 6 and 10 are not
+    with pytest.warns(itemsampling.ResolutionWarning, match=r"K = 1, 5 is below one kernel width N/\(n-1\) = 5\.085"):
+        estimate_metrics(r, 300, 60, ["recall", "ndcg"], [1, 5, 6, 10], ["bv", "mle"], gamma=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", itemsampling.ResolutionWarning)
+        estimate_metric(r, 300, 60, "recall", [6, 10], "mle")  # every K resolved
+        estimate_metric(r, 300, 60, "recall", 1, "sampled")  # the sampled metric estimates nothing global
+        estimate_metric(r, 300, 60, "auc", None, "mle")  # no cut-off
+        estimate_metric(r, 300, np.array([60, 60, 120, 240, 240]), "recall", 2, "mle")  # n_u up to 240: width 1.26
+
+
+def test_estimate_command_prints_the_resolution_note(tmp_path, capsys):
+    import pandas as pd
+
+    from itemsampling.cli import main
+    from itemsampling.sampling import sample_ranks
+
+    p = tmp_path / "ranks.csv"
+    R = np.random.default_rng(0).integers(1, 301, 200)
+    pd.DataFrame({"rank": sample_ranks(R, 300, 60, rng=1)}).to_csv(p, index=False)
+    base = ["estimate", str(p), "--n-items", "300", "--sample-size", "60", "--quiet", "--n-boot", "20",
+            "--method", "mle", "--metric", "recall"]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the note is printed under the table, not warned as well
+        assert main(base + ["--k", "1", "10"]) == 0
+    out = capsys.readouterr().out
+    table, note = out.split("Note: ")
+    assert "recall@10" in table.lower() or "Recall@10" in table
+    assert note.startswith("cut-off K = 1 is below one kernel width N/(n-1) = 5.085 (N = 300, n = 60)")
+    assert main(base + ["--k", "10"]) == 0
+    assert "Note: " not in capsys.readouterr().out

@@ -19,6 +19,7 @@ Modules: :mod:`~itemsampling.kernel` (P(r | R)), :mod:`~itemsampling.metrics`,
 import importlib
 
 from . import kernel, metrics, sampling  # noqa: F401
+from ._validation import ResolutionWarning  # noqa: F401  (estimates at K below one kernel width)
 
 __version__ = "1.0.0"
 

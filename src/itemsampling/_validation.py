@@ -247,3 +247,10 @@ def check_seed(value, name: str = "rng") -> int:
             and int(value) >= 0:
         return int(value)
     raise ValueError(f"{name} must be a non-negative integer seed, got {value!r} ({type(value).__name__})")
+
+
+class ResolutionWarning(UserWarning):
+    """A cut-off :math:`K` below one kernel width :math:`N/(n-1)`: the sampled ranks cannot tell
+    the top :math:`K` of the :math:`N` items apart, so an estimate of a metric at :math:`K` is driven
+    by the estimator's prior rather than by the data (raised by
+    :func:`itemsampling.estimators.estimate_metric` and :func:`~itemsampling.estimators.estimate_metrics`)."""

@@ -47,6 +47,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -393,7 +394,8 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     own metric (:mod:`itemsampling.estimators.conditional`, parametric replicates drawn with
     ``default_rng([seed, 2, g, model index])``); the comparisons stay user-bootstrap intervals.
     """
-    from .estimators import METHODS, PER_USER_SIZE_METHODS, estimate_metrics
+    from ._validation import ResolutionWarning
+    from .estimators import METHODS, PER_USER_SIZE_METHODS, estimate_metrics, resolution_note
     from .estimators.bootstrap import bootstrap_models
     from .metrics import canonical_metric
 
@@ -424,9 +426,11 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     for g, (group, kk) in enumerate(groups):
         # one set of user resamples per model (jointly for models scored on the same users) serves
         # every metric, cut-off and pairwise comparison of the group (bootstrap_models)
-        res = bootstrap_models(table.ranks, N, table.sizes, group, kk, method, ci=ci, n_boot=n_boot,
-                               rng=np.random.default_rng([seed, g]), users=users if paired_any else None,
-                               progress=say, **params)
+        with warnings.catch_warnings():  # the resolution note is printed once, under the table
+            warnings.simplefilter("ignore", ResolutionWarning)
+            res = bootstrap_models(table.ranks, N, table.sizes, group, kk, method, ci=ci, n_boot=n_boot,
+                                   rng=np.random.default_rng([seed, g]), users=users if paired_any else None,
+                                   progress=say, **params)
         for im, model in enumerate(table.models):
             r, n = table.ranks[model], table.sizes[model]
             raw = estimate_metrics(r, N, n, group, kk, ["sampled"])["sampled"]
@@ -434,9 +438,11 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                 from .estimators.conditional import conditional_metrics
 
                 say(f"      test-users intervals of {model} ({n_boot} parametric replicates)")
-                cond = conditional_metrics(r, N, n, group, kk, [method], ci=ci,
-                                           n_boot=n_boot, rng=np.random.default_rng([seed, 2, g, im]),
-                                           **params)[method]
+                with warnings.catch_warnings():  # the resolution note is printed under the table
+                    warnings.simplefilter("ignore", ResolutionWarning)
+                    cond = conditional_metrics(r, N, n, group, kk, [method], ci=ci,
+                                               n_boot=n_boot, rng=np.random.default_rng([seed, 2, g, im]),
+                                               **params)[method]
             for metric in group:
                 for j, k in enumerate(kk if kk is not None else [None]):
                     def pick(v, j=j):
@@ -473,6 +479,8 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                                                                        "mean": float(s.mean())})}
                    for m, s in table.sizes.items()},
         "estimates": rows, "comparisons": comparisons,
+        "notes": [note for note in (resolution_note(N, s, ks) for s in table.sizes.values()) if note][:1]
+        if topk else [],
     }
 
 
@@ -502,6 +510,8 @@ def format_report(result: dict) -> str:
     body = [[r["model"], r["label"], _fmt(r["estimate"]), f"[{_fmt(r['low'])}, {_fmt(r['high'])}]",
              _fmt(r["sampled"])] for r in result["estimates"]]
     lines += _columns(header, body, numeric=(2, 3, 4))
+    for note in result.get("notes", []):  # the ResolutionWarning of estimate_metric, under the table
+        lines += ["", f"Note: {note}"]
     if result["comparisons"]:
         lines += ["", f"Differences A - B with {pct} intervals "
                       "(paired: the same users resampled jointly; unpaired: resampled independently)"]

@@ -19,9 +19,12 @@ metrics and methods on one set of sampled ranks and learns each rank distributio
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from .._validation import check_bool, check_int, check_probability_vector, check_ranks, check_sample_sizes
+from .._validation import (ResolutionWarning, check_bool, check_int, check_probability_vector, check_ranks,
+                           check_sample_sizes)
 from .bootstrap import MetricEstimate, ModelComparison, bootstrap_metric, bootstrap_metrics, compare_estimates
 from ..metrics import canonical_metric, metric_function
 from .corrected import (
@@ -49,6 +52,8 @@ __all__ = [
     "bootstrap_metrics",
     "compare_estimates",
     "estimate_metric_weighted",
+    "resolution_note",
+    "ResolutionWarning",
 ]
 
 #: Methods accepted by :func:`estimate_metric`.
@@ -68,6 +73,41 @@ def estimate_rank_distribution(sampled_ranks, n_items, sample_size, method, **pa
     from .distribution import estimate_rank_distribution as _erd
 
     return _erd(sampled_ranks, n_items, sample_size, method, **params)
+
+
+def resolution_note(n_items, sample_size, k) -> str | None:
+    r"""The note for cut-offs below one kernel width, or ``None``: a sampled rank :math:`r` places the
+    global rank only to within about :math:`N/(n-1)` ranks (:math:`\mathbb E[r-1\mid R] =
+    (n-1)(R-1)/(N-1)`, Krichene & Rendle Eq. 20), so for :math:`K < N/(n-1)` every estimator's value of
+    a metric at :math:`K` comes from its prior or regulariser, not from the data. With per-user sizes
+    the largest :math:`n_u` counts. Bad input gives ``None`` (the estimators' own checks report it)."""
+    try:
+        N = check_int(n_items, "n_items", low=2)
+        n = int(np.max(np.asarray(sample_size)))
+        ks = [check_int(x, "k", low=1) for x in np.atleast_1d(np.asarray(k, dtype=object)) if x is not None]
+    except (ValueError, TypeError):
+        return None
+    if n < 2 or n > N:
+        return None
+    width = N / (n - 1.0)
+    low = sorted({x for x in ks if x < width})
+    if not low:
+        return None
+    need = int(np.ceil(N / low[0])) + 1
+    larger = f"n >= {need} for K = {low[0]}" if need <= N else f"for K = {low[0]}, n = N: rank every item"
+    return (f"cut-off K = {', '.join(map(str, low))} is below one kernel width N/(n-1) = {width:.4g} (N = {N}, "
+            f"n = {n}): the sampled ranks cannot resolve the top {low[-1]} of {N} items, so the estimate is driven "
+            f"by the estimator's prior, not by the data. Use a larger sample size ({larger}) "
+            "or adaptive sampling (itemsampling.sampling.adaptive_sample_ranks).")
+
+
+def _warn_resolution(n_items, sample_size, k, methods) -> None:
+    methods = [methods] if isinstance(methods, str) else list(methods) if np.ndim(methods) else [methods]
+    if all(m == "sampled" for m in methods):  # the uncorrected sampled metric estimates nothing global
+        return
+    note = resolution_note(n_items, sample_size, k)
+    if note is not None:
+        warnings.warn(note, ResolutionWarning, stacklevel=3)
 
 
 def _check_nonempty(values, name: str, what: str) -> None:
@@ -319,6 +359,7 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
     from .conditional import check_target
 
     check_target(target)
+    _warn_resolution(n_items, sample_size, k, method)
     if ci is not None and target == "test-users":
         from .conditional import conditional_metric
 
@@ -408,6 +449,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
     check_target(target)
     _check_nonempty(metrics, "metrics", "metric")
     _check_nonempty(methods, "methods", f"method of {METHODS}")
+    _warn_resolution(n_items, sample_size, k, methods)
     if ci is not None and target == "test-users":
         from .conditional import conditional_metrics
 
