@@ -23,5 +23,10 @@ if [ ! -f _build/html/index.html ]; then
   echo "book: _build/html/index.html is missing" >&2
   status=1
 fi
+# the student notebooks the teaching page links (written by itemsampling.handout at the end of the build)
+if [ -f _build/html/index.html ] && [ ! -f _build/html/exercises/itemsampling-student-notebooks.zip ]; then
+  echo "book: the student notebooks (_build/html/exercises/) were not written" >&2
+  status=1
+fi
 rm -f "$log"
 exit $status
