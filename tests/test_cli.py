@@ -325,3 +325,35 @@ def test_weighted_file(tmp_path, capsys):
     assert code == 2 and "every user needs the same number of decoys" in err
     code, _, err = _run(["estimate", path, "--weighted", "--n-items", NN, "--sample-size", 16, "--quiet"], capsys)
     assert code == 2 and "--sample-size" in err
+
+
+def test_estimate_target_test_users(tmp_path):
+    """--target test-users: intervals for the test users' own metric (narrower than the population's
+    when decoys are drawn without replacement at n close to N); a bad target is refused."""
+    import json as _json
+    import subprocess as _sp
+    import sys as _sys
+
+    import numpy as _np
+
+    g = _np.random.default_rng(0)
+    R = g.integers(1, 61, 300)
+    from itemsampling.sampling import sample_ranks as _sr
+
+    r = _sr(R, 60, 55, rng=g, replacement=False)
+    f = tmp_path / "ranks.csv"
+    f.write_text("rank\n" + "\n".join(map(str, r)) + "\n")
+    out = {}
+    for target in ("population", "test-users"):
+        p = _sp.run([_sys.executable, "-m", "itemsampling", "estimate", str(f), "--n-items", "60", "--sample-size",
+                     "55", "--metric", "recall", "--k", "10", "--n-boot", "20", "--without-replacement", "--json",
+                     "--quiet", "--target", target], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        out[target] = _json.loads(p.stdout)
+        assert out[target]["target"] == target
+    pop, test = out["population"]["estimates"][0], out["test-users"]["estimates"][0]
+    assert pop["estimate"] == test["estimate"]
+    assert test["high"] - test["low"] < 0.5 * (pop["high"] - pop["low"])
+    p = _sp.run([_sys.executable, "-m", "itemsampling", "estimate", str(f), "--n-items", "60", "--sample-size", "55",
+                 "--target", "users"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--target" in p.stderr and "test-users" in p.stderr

@@ -10,43 +10,42 @@ Two different quantities are called "the metric" of an item-sampling evaluation:
   (which decoys were drawn), so with every item ranked (:math:`n = N` without replacement) the
   interval has width zero, while the user bootstrap stays as wide as with any :math:`n`.
 
-Derivation (empirical Bayes). Under the model of every rank-distribution estimator (TORS Sec. 5;
-Jin et al. 2021 Eq. 11-13) the global ranks are independent draws from :math:`P(R)` and, given
-:math:`R_u`, the sampled rank follows the kernel :math:`K(r\mid R; n_u)` (binomial with
-replacement, hypergeometric without; :mod:`itemsampling.kernel`). By Bayes' rule the users'
-global ranks are independent given the sampled ranks, each with posterior
+Derivation. Write :math:`\widehat T(r)` for the estimator and :math:`e = \widehat T(r) - T` for its
+error. Given the test users' global ranks :math:`R_1..R_M`, the distribution of :math:`e` comes
+from the item sampling alone; if :math:`e` is roughly normal with mean square
+:math:`\mathbb E[e^2\mid R]` (variance plus squared bias), :math:`\widehat T \pm
+z_{\alpha/2}\sqrt{\mathbb E[e^2\mid R]}` covers :math:`T` with probability about
+:math:`1-\alpha` (at least that when the bias is zero). The :math:`R_u` are unknown; under the model
+of every rank-distribution estimator (TORS Sec. 5; Jin et al. 2021 Eq. 11-13: global ranks drawn
+from :math:`P(R)`, sampled rank given :math:`R` from the kernel :math:`K(r\mid R; n)`, binomial with
+replacement, hypergeometric without, :mod:`itemsampling.kernel`) the users are independent given
+their sampled ranks, each with posterior
 
-.. math::  \Pr(R_u = R \mid r_u) = \frac{P(R)\,K(r_u\mid R; n_u)}{\sum_{R'} P(R')\,K(r_u\mid R'; n_u)},
+.. math::  \Pr(R_u = R \mid r_u) = \frac{P(R)\,K(r_u\mid R; n)}{\sum_{R'} P(R')\,K(r_u\mid R'; n)}.
 
-so :math:`T` given the sampled ranks has mean and variance
+The parametric bootstrap replaces :math:`P` by the MLE :math:`\widehat P` of the same ranks (EM
+with the package defaults) and, in each of ``n_boot`` replicates, (1) draws every user's
+:math:`R^*_u` from this posterior (users sharing a sampled rank together: one multinomial draw),
+(2) draws fresh sampled ranks :math:`r^*_u \sim K(\cdot\mid R^*_u; n)`, (3) reruns the estimator and
+records :math:`e^* = \widehat T(r^*) - T(R^*)`, :math:`T(R^*) = \frac1M\sum_u F(R^*_u)`. The
+interval is :math:`\widehat T \pm z_{\alpha/2}\sqrt{\overline{e^{*2}}}`. It is centred on the
+estimate rather than corrected by :math:`\overline{e^*}`: the replicate bias is itself a product of
+:math:`\widehat P` and, in trials on a smooth rank model, the bias-corrected (basic-bootstrap)
+interval covered less often than the centred one. The posterior keeps each user's evidence
+(a user at :math:`r_u = 1` stays near the top), and at the EM fixed point the posteriors average to
+:math:`\widehat P`. With every item ranked (:math:`n = N` without replacement) the posterior is a
+point mass at :math:`R_u = r_u`, :math:`e^* = 0` and the interval has width zero, whereas the user
+bootstrap keeps the between-user variance. :func:`posterior_metric_moments` gives the analytic
+mean and variance of :math:`T` under the posterior (no estimator involved).
 
-.. math::  \mathbb E[T\mid r] = \frac1M\sum_u \mathbb E[F(R)\mid r_u],\qquad
-           \operatorname{Var}[T\mid r] = \frac1{M^2}\sum_u \operatorname{Var}[F(R)\mid r_u],
-
-sums over the distinct :math:`(n_u, r_u)` pairs weighted by their counts (no random draws are
-needed). The interval is :math:`\mathbb E[T\mid r] \pm z_{\alpha/2}\sqrt{\operatorname{Var}[T\mid r]}`
-(a sum of :math:`M` independent bounded terms: central limit theorem), clipped to the range of
-:math:`F`. :math:`P` is replaced by the MLE :math:`\widehat P` of the same sampled ranks (EM, the
-package's default settings, or the options passed as ``mle={...}``). At the EM fixed point
-:math:`\frac1M\sum_u \Pr(R_u = R\mid r_u) = \widehat P(R)`, so the centre
-:math:`\mathbb E[T\mid r]` *is* the MLE estimate :math:`\sum_R \widehat P(R)F(R)`.
-
-Why this is a frequentist interval for :math:`T` and not only a posterior: by the law of total
-variance, averaged over test users drawn from :math:`P`,
-:math:`\mathbb E\bigl[(\mathbb E[T\mid r] - T)^2\bigr] = \mathbb E\,\operatorname{Var}[T\mid r]`,
-i.e. the posterior variance is the mean squared error of the centre *including its bias given the
-test users' ranks*.
-
-Assumptions (what the coverage studies of chapter 9 and the guide test): (i) the sampling model
-(uniform decoys, the kernel above) holds; (ii) :math:`\widehat P` is close to :math:`P` where the
-posterior puts its mass; the uncertainty of :math:`\widehat P` itself is not propagated, so the
-interval is an approximation that improves with :math:`M`; (iii) :math:`M` is large enough for
-the normal approximation of a sum of :math:`M` bounded terms.
-
-The interval does not depend on which estimator is reported: it is an interval for :math:`T` built
-from the data alone. :func:`conditional_metrics` returns each method's own point estimate beside
-it; a method whose estimate falls outside is biased for these users by more than the item
-sampling can explain.
+Assumptions, and what they cost (the coverage studies of chapter 9 and the guide measure it):
+(i) uniform decoys and the kernel above; (ii) :math:`\widehat P` close to :math:`P` at the
+resolution the metric needs: the replicates reproduce the estimator's bias only as far as the
+test users resemble draws from :math:`\widehat P`. Because the test-users interval has no
+between-user variance to hide behind, an estimator bias the model does not see (e.g. at cut-offs
+:math:`K` well below the resolution :math:`N/(n-1)`, where :math:`P` is not identified) makes it
+under-cover; it is reliable where the estimator's bias is small against its item-sampling
+standard deviation. (iii) One sample size for every user.
 """
 
 from __future__ import annotations
@@ -188,9 +187,8 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
 
     Returns ``{method: {metric: MetricEstimate}}`` as
     :func:`itemsampling.estimators.estimate_metrics` with ``ci``: ``estimate`` is the method's
-    estimate on the observed ranks, ``low``/``high`` the basic parametric-bootstrap interval
-    :math:`[\widehat T - e^*_{(1-\alpha/2)},\ \widehat T - e^*_{(\alpha/2)}]` of the module
-    docstring, ``n_boot`` the number of parametric replicates. The same draws of
+    estimate on the observed ranks, ``low``/``high`` the parametric-bootstrap interval
+    :math:`\widehat T \pm z_{\alpha/2}\sqrt{\overline{e^{*2}}}` of the module docstring, ``n_boot`` the number of parametric replicates. The same draws of
     :math:`(R^*, r^*)` serve every method and metric. One sample size for every user (per-user
     sizes: use ``target="population"``). ``params`` as for ``estimate_metrics``; the prior of the
     posterior draws is the MLE of the same ranks with the options of ``mle={...}`` or of the
@@ -225,15 +223,15 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
     Fs = np.array([[metric_function(m, kk, N)(R) for kk in ks] for m in metrics])
     T_star = np.einsum("bN,mkN->bmk", H, Fs) / r.size                  # T(R*)
     S = _sampled_histograms(H, N, n, n_boot, replacement, gen)          # r* | R*
-    alpha = 1.0 - conf
+    z = float(stats.norm.ppf(0.5 + conf / 2))
     out: dict = {}
     for meth in methods:
         err = _replicate_estimates(S, N, n, metrics, ks, meth, params) - T_star
-        q_lo, q_hi = np.quantile(err, [alpha / 2, 1 - alpha / 2], axis=0)   # (n_metrics, n_ks)
+        half = z * np.sqrt(np.mean(err ** 2, axis=0))                         # (n_metrics, n_ks)
         out[meth] = {}
         for i, m in enumerate(metrics):
             est = np.atleast_1d(np.asarray(points[meth][m], dtype=np.float64))
-            lo, hi = est - q_hi[i], est - q_lo[i]
+            lo, hi = est - half[i], est + half[i]
             if seq:
                 out[meth][m] = MetricEstimate(est, lo, hi, conf, n_boot, meth)
             else:
