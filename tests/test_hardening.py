@@ -164,9 +164,10 @@ def test_holdout_fraction_test_users():
 
 
 # --- loaders ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name, content", [("u.data", "1\t2\t3\t881250949\n{u}\t3\t4\t881250950\n"),
-                                           ("ratings.dat", "1::2::3::978300760\n{u}::3::4::978300761\n"),
-                                           ("ratings.csv", "userId,movieId,rating,timestamp\n1,2,3.0,1\n{u},3,4.0,2\n")])
+@pytest.mark.parametrize("name, content", [
+    ("u.data", "1\t2\t3\t881250949\n{u}\t3\t4\t881250950\n"),
+    ("ratings.dat", "1::2::3::978300760\n{u}::3::4::978300761\n"),
+    ("ratings.csv", "userId,movieId,rating,timestamp\n1,2,3.0,1\n{u},3,4.0,2\n")])
 def test_movielens_ids_negative_or_beyond_int64(tmp_path, name, content):
     from itemsampling.data import load_movielens
 

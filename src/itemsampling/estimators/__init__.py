@@ -9,9 +9,8 @@ Two families (TORS Sec. 4-5; Krichene & Rendle 2020 Sec. 5; Jin et al. 2021):
   (TORS Eq. 27).
 
 The combinations BV_MLE, BV_MES, MN_MLE and MN_MES (TORS Sec. 8.1.5) use as prior the
-:math:`\widehat P(R)` learnt by MLE or MES from the *same* sampled ranks (a prior averaged over repeats would leak information between
-them), and
-MN uses :math:`M` = the number of sampled ranks.
+:math:`\widehat P(R)` learnt by MLE or MES from the *same* sampled ranks (a prior averaged over
+repeats would leak information between them), and MN uses :math:`M` = the number of sampled ranks.
 
 One call for everything: :func:`estimate_metric`. :func:`estimate_metrics` evaluates several
 metrics and methods on one set of sampled ranks and learns each rank distribution only once.
