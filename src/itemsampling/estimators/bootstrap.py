@@ -7,7 +7,8 @@ Ch. 13) measures its sampling variability by redrawing :math:`M` users with repl
 together, recomputing the estimate on every replicate, and reading the percentile interval
 :math:`[\widehat T^*_{(\alpha/2)}, \widehat T^*_{(1-\alpha/2)}]` off the replicates.
 
-Two rules make the interval honest for the rank-distribution estimators (SEED-NOTES item 9):
+Two rules make the interval honest for the rank-distribution estimators (TORS Sec. 5: the
+prior of BV / MN comes from the same sampled ranks it corrects):
 
 * the prior :math:`\widehat P(R)` of ``mle`` / ``wmle`` / ``mes`` and of the combinations
   ``bv_*``, ``mn_*``, ``mnw_*`` is **re-estimated in every replicate** from that replicate's ranks
@@ -208,7 +209,7 @@ def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000)
     :func:`itemsampling.estimators.distribution.mle_em`: a replicate stops when the relative
     change of its mean log-likelihood is at most ``tol``. Column :math:`j` is the kernel column
     :math:`P(r_j \mid R, n_j)` of one distinct (sampled-set size, sampled rank) pair, so per-user
-    sample sizes (TORS Eq. 43, SEED-NOTES item 10) need nothing else. Each pass is two
+    sample sizes (TORS Eq. 43 and Appendix H, Eq. 61-62) need nothing else. Each pass is two
     (B x N x J) matrix products, shared by the replicates still running.
 
     Returns ``(P, iterations, converged)``: P of shape (B, N), rows summing to 1.
@@ -687,7 +688,7 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
     What is shared. Within a group one replicate is one multinomial draw over the distinct tuples
     of the models' ``(n_u, r_u)`` pairs; each model's replicate is then computed once for all
     metrics and cut-offs, its prior (MLE / WMLE / MES) re-estimated once per replicate
-    (SEED-NOTES item 9) and reused by every metric, cut-off and comparison. A comparison's
+    (as TORS Sec. 5 fits it, from the same sampled ranks) and reused by every metric, cut-off and comparison. A comparison's
     replicates are the difference of its two models' replicates — exactly the statistic
     :func:`compare_estimates` bootstraps, without refitting either model. Point estimates are
     those of :func:`~itemsampling.estimators.estimate_metrics` (identical to today's).
