@@ -30,6 +30,7 @@ PARAMS = {
     "boot_users": 300,
     "boot_studies": 3,
     "n_boot": 20,
+    "test_boot": 15,
     "test_users": 300,
     "seed": 2,
 }
@@ -118,14 +119,23 @@ def test_tests_and_adjustments(results, ranks):
 
 def test_bootstrap_study_and_comparison(results, ranks):
     tab = results["ch09_boot_table"]
-    assert set(tab["coverage"]) == {"sampled", "BV 0.1", "MLE", "Wilson (all items)"}
-    for v in tab["coverage"].values():
-        assert 0 <= v <= 1 and (v * PARAMS["boot_studies"]) == pytest.approx(round(v * PARAMS["boot_studies"]))
+    assert set(tab) == {"sampled / population", "BV 0.1 / population", "MLE / population",
+                        "Wilson (all items) / population", "sampled / test-users", "BV 0.1 / test-users",
+                        "MLE / test-users"}
+    S = PARAMS["boot_studies"]
+    for row in tab.values():
+        v = row["coverage"]
+        assert 0 <= v <= 1 and (v * S) == pytest.approx(round(v * S))
+        assert row["MC se"] == pytest.approx(np.sqrt(max(v * (1 - v), 0.95 * 0.05) / S))
     assert results["ch09_boot_truth"] == pytest.approx(np.mean(ranks["ease"] <= 10))
+    assert results["ch09_mle_width_ratio"] == pytest.approx(
+        tab["MLE / test-users"]["mean width"] / tab["MLE / population"]["mean width"])
     cmp = results["ch09_compare"]
     for key in ("paired", "unpaired"):
         assert cmp["low"][key] <= cmp["difference"][key] <= cmp["high"][key]
     assert cmp["difference"]["paired"] == cmp["difference"]["unpaired"]
+    assert results["ch09_compare_width_ratio"] == pytest.approx(
+        (cmp["high"]["paired"] - cmp["low"]["paired"]) / (cmp["high"]["unpaired"] - cmp["low"]["unpaired"]))
 
 
 def test_cost_table(results, ranks):
@@ -134,3 +144,12 @@ def test_cost_table(results, ranks):
     assert cost["scores computed"]["full evaluation"] == N * M
     assert cost["scores computed"]["item 100"] == 100 * M
     assert cost["scores computed"]["user 50"] == 50 * N
+
+
+def test_typed_judgements_are_computed(results):
+    """The coverage judgements glued into the prose follow from the recorded numbers."""
+    gap = max(0.95 - c for row in results["ch09_coverage"]["wilson"] for c in row)
+    assert results["ch09_wilson_gap"] == pytest.approx(gap)
+    tab = results["ch09_boot_table"]
+    honest = [k.replace(" / ", " (") + ")" for k, row in tab.items() if abs(row["coverage"] - 0.95) <= 2 * row["MC se"]]
+    assert set(results["ch09_boot_honest"].split(", ")) == (set(honest) if honest else {"none"})
