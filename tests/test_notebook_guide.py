@@ -18,7 +18,7 @@ PARAMS = {"n_items": 300, "sample_size": 30, "n_users": 150, "beta_a": {"A": 0.3
           "metrics": ["ndcg", "recall"], "cutoffs": [5, 10], "n_boot": 20,
           "grid_items": [300], "grid_sizes": [30], "grid_users": [150], "grid_a": 0.3, "grid_repeats": 2, "seed": 4,
           "plan_items": 300, "plan_users": 200, "plan_margin": 0.05, "plan_sizes": [20], "plan_sim": 5,
-          "plan_runs": 10}
+          "plan_runs": 10, "cov_studies": 4, "cov_boot": 10}
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +109,27 @@ def test_planning_section(results):
     assert results["guide_plan_n_off"] == verdicts.count("no")
     full = [row for row in table if row["design"].startswith("full ranking")]
     assert full[0]["predicted"] == 0 == full[0]["realised"]
+
+
+def test_coverage_study_of_both_targets(results):
+    """Table G.2b recomputed through the public API from the page's seeds: each target's interval
+    against its own truth (population NDCG@10 from 2,000,000 draws; the study's users' own)."""
+    from itemsampling.estimators import estimate_metric
+
+    N, n, M = PARAMS["n_items"], PARAMS["sample_size"], PARAMS["n_users"]
+    a = PARAMS["beta_a"]["A"]
+    g = np.random.default_rng([PARAMS["seed"], 99])
+    pop = evaluate(sample_beta_ranks(a, N, 2_000_000, rng=g), "ndcg", 10)
+    hits = {"population": 0, "test-users": 0}
+    widths = {"population": [], "test-users": []}
+    for _ in range(PARAMS["cov_studies"]):
+        R = sample_beta_ranks(a, N, M, rng=g)
+        r = sample_ranks(R, N, n, rng=g)
+        for target in hits:
+            e = estimate_metric(r, N, n, "ndcg", 10, "mle", ci=0.95, n_boot=PARAMS["cov_boot"], rng=g, target=target)
+            hits[target] += e.low <= (pop if target == "population" else evaluate(R, "ndcg", 10)) <= e.high
+            widths[target].append(e.high - e.low)
+    assert results["guide_cov_pop"] == hits["population"] / PARAMS["cov_studies"]
+    assert results["guide_cov_test"] == hits["test-users"] / PARAMS["cov_studies"]
+    assert results["guide_cov_width_ratio"] == pytest.approx(np.mean(widths["test-users"]) / np.mean(widths["population"]))
+    assert results["guide_cov_se"] == pytest.approx(np.sqrt(0.95 * 0.05 / PARAMS["cov_studies"]))
