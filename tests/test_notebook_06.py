@@ -229,3 +229,17 @@ def test_at_scale_section_recomputed(results):
     diff = max(float(np.max(np.abs(np.asarray(g[m][x]) - d[m][x]))) for m in g for x in LABEL)
     assert results["ch06_scale_check_diff"] == pytest.approx(diff, rel=1e-6)
     assert diff < 1e-5
+
+
+def test_variance_claim_and_share_at_rank_one(results):
+    """The share of users at sampled rank 1 recomputed from the chapter's seeds, and the
+    new-vs-BV variance verdict consistent with its pair counts."""
+    ranks = load_global_ranks(PARAMS["dataset"], models=PARAMS["models"], rng=PARAMS["seed"])
+    N = ranks.n_items
+    shares = [np.mean(sample_ranks(ranks[m], N, 100, rng=np.random.default_rng([PARAMS["seed"], i, j])) == 1)
+              for i, m in enumerate(PARAMS["models"]) for j in range(PARAMS["n_repeats"])]
+    assert results["ch06_share_r1"] == pytest.approx(np.mean(shares), rel=1e-12)
+    pairs, hi, lo = results["ch06_var_pairs"], results["ch06_var_higher"], results["ch06_var_lower"]
+    assert pairs > 0 and hi + lo <= pairs
+    expected = "holds here" if hi == pairs else "does not hold here" if lo == pairs else "holds here only in part"
+    assert results["ch06_var_verdict"] == expected
