@@ -28,7 +28,8 @@ with the package defaults) and, in each of ``n_boot`` replicates, (1) draws ever
 :math:`R^*_u` from this posterior (users sharing a sampled rank together: one multinomial draw),
 (2) draws fresh sampled ranks :math:`r^*_u \sim K(\cdot\mid R^*_u; n)`, (3) reruns the estimator and
 records :math:`e^* = \widehat T(r^*) - T(R^*)`, :math:`T(R^*) = \frac1M\sum_u F(R^*_u)`. The
-interval is :math:`\widehat T \pm z_{\alpha/2}\sqrt{\overline{e^{*2}}}`. It is centred on the
+interval is :math:`\widehat T \pm z_{\alpha/2}\sqrt{\overline{e^{*2}}}`, clipped to the range of
+:math:`F` over :math:`1..N`. It is centred on the
 estimate rather than corrected by :math:`\overline{e^*}`: the replicate bias is itself a product of
 :math:`\widehat P` and, in trials on a smooth rank model, the bias-corrected (basic-bootstrap)
 interval covered less often than the centred one. The posterior keeps each user's evidence
@@ -231,7 +232,8 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
         out[meth] = {}
         for i, m in enumerate(metrics):
             est = np.atleast_1d(np.asarray(points[meth][m], dtype=np.float64))
-            lo, hi = est - half[i], est + half[i]
+            # clipped to the range of F over 1..N: T lies there whatever the estimate
+            lo, hi = np.maximum(est - half[i], Fs[i].min(axis=1)), np.minimum(est + half[i], Fs[i].max(axis=1))
             if seq:
                 out[meth][m] = MetricEstimate(est, lo, hi, conf, n_boot, meth)
             else:
