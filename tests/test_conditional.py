@@ -109,3 +109,15 @@ def test_conditional_metrics_shape_and_reproducibility():
             np.testing.assert_allclose(a[meth][m].estimate, point[meth][m])
             assert np.all(a[meth][m].low <= a[meth][m].estimate) and np.all(a[meth][m].estimate <= a[meth][m].high)
             assert a[meth][m].n_boot == 20
+
+
+def test_default_target_is_the_population_bootstrap():
+    from itemsampling.estimators.bootstrap import bootstrap_metric
+
+    g = np.random.default_rng(6)
+    r = g.integers(1, 21, 150)
+    default = estimate_metric(r, 300, 20, "ndcg", 10, "bv", ci=0.9, n_boot=30, rng=8, gamma=0.1)
+    boot = bootstrap_metric(r, 300, 20, "ndcg", 10, "bv", ci=0.9, n_boot=30, rng=8, gamma=0.1)
+    assert (default.low, default.high) == (boot.low, boot.high)
+    # without ci the target changes nothing but is still validated
+    assert estimate_metric(r, 300, 20, "ndcg", 10, "bv", target="test-users", gamma=0.1) == default.estimate
