@@ -158,8 +158,10 @@ def check(html_dir: Path, width: int = 1400, browser: str | None = None, pages: 
         raise ValueError(f"{html_dir} is not a built book (no index.html); run `make book` first")
     exe = find_browser(browser)
     if pages is None:
+        # every page but the theme's own folders and redirect stubs (index.html -> book/intro.html)
         pages = sorted(str(p.relative_to(html_dir)) for p in html_dir.rglob("*.html")
-                       if not p.relative_to(html_dir).parts[0].startswith("_"))
+                       if not p.relative_to(html_dir).parts[0].startswith("_")
+                       and 'http-equiv="refresh"' not in p.read_text(errors="replace")[:2000].lower())
     handler = functools.partial(_Quiet, directory=str(html_dir))
     server = _Server(("127.0.0.1", 0), handler)
     port = server.server_address[1]

@@ -276,8 +276,16 @@ def write_student_notebooks(app, exception) -> None:
         source = Path(app.env.doc2path(chapter))
         glue_file = executed / f"{chapter}.glue.json"
         glue = glue_values(glue_file) if glue_file.exists() else {}
+        # the chapter as executed (its text matches its glued values even if the source changed
+        # during the build), without the build's outputs: the student runs it
+        ran = executed / f"{chapter}.ipynb"
+        chapter_nb = nbformat.read(ran, as_version=4) if ran.exists() else read_notebook(source)
+        chapter_nb.metadata.pop("widgets", None)
+        for cell in chapter_nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
         try:
-            nb = classroom_notebook(read_notebook(source), "student", glue)
+            nb = classroom_notebook(chapter_nb, "student", glue)
         except ValueError as err:
             raise RuntimeError(f"student notebook of {chapter}: {err}") from None
         target = out / f"{source.stem}.ipynb"
