@@ -587,13 +587,16 @@ class ModelsBootstrap:
 
     Attributes
     ----------
-    estimates : dict   ``{model: {metric: MetricEstimate}}``.
-    comparisons : dict ``{(model_a, model_b): {metric: ModelComparison}}`` for every pair a before b
-                       in the input order.
-    groups : list      the groups of models resampled jointly (scored on the same users), in order.
-    replicates : dict  ``{model: array (n_boot, n_metrics, n_cutoffs)}``, the bootstrap replicates
-                       (metrics in the order asked for); a comparison's replicates are the
-                       difference of its two models' arrays.
+    estimates : dict
+        ``{model: {metric: MetricEstimate}}``.
+    comparisons : dict
+        ``{(model_a, model_b): {metric: ModelComparison}}`` for every pair a before b in the input
+        order.
+    groups : list
+        The groups of models resampled jointly (scored on the same users), in order.
+    replicates : dict
+        ``{model: array (n_boot, n_metrics, n_cutoffs)}``, the bootstrap replicates (metrics in the
+        order asked for); a comparison's replicates are the difference of its two models' arrays.
     """
 
     estimates: dict
@@ -685,11 +688,18 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
     progress : callable, optional
         Called with one line of text before each model's replicates (the command's progress lines).
 
+    Returns
+    -------
+    ModelsBootstrap
+        Every model's estimates with their intervals and every pair's difference.
+
+    Notes
+    -----
     What is shared. Within a group one replicate is one multinomial draw over the distinct tuples
     of the models' ``(n_u, r_u)`` pairs; each model's replicate is then computed once for all
-    metrics and cut-offs, its prior (MLE / WMLE / MES) re-estimated once per replicate
-    (as TORS Sec. 5 fits it, from the same sampled ranks) and reused by every metric, cut-off and comparison. A comparison's
-    replicates are the difference of its two models' replicates — exactly the statistic
+    metrics and cut-offs, its prior (MLE / WMLE / MES) re-estimated once per replicate (as TORS
+    Sec. 5 fits it, from the same sampled ranks) and reused by every metric, cut-off and
+    comparison. A comparison's replicates are the difference of its two models' replicates — exactly the statistic
     :func:`compare_estimates` bootstraps, without refitting either model. Point estimates are
     those of :func:`~itemsampling.estimators.estimate_metrics` (identical to today's).
     """
