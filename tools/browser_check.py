@@ -25,7 +25,6 @@ import argparse
 import functools
 import http.server
 import json
-import os
 import shutil
 import socketserver
 import subprocess
@@ -170,7 +169,7 @@ def check(html_dir: Path, width: int = 1400, browser: str | None = None, pages: 
     cmd = [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
            "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-sync",
            "--disable-background-networking", "--disable-component-update", "--metrics-recording-only",
-           f"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+           "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
            "--remote-debugging-port=0", f"--user-data-dir={profile}", f"--window-size={width},1000",
            "about:blank"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
