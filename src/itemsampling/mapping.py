@@ -173,8 +173,10 @@ def beta_mapping(k, n_items: int, sample_size: int, a: float) -> np.ndarray:
     product; :func:`beta_mapping_printed_product`)
 
     .. math::
-        f(k+1;a) = \Bigl[a(N-1)^a\tbinom{n-1}{k}\mathcal B(a+k,n-k) + (f(k;a)-1)^a\Bigr]^{1/a} + 1,
-        \qquad f(1;a) = (N-1)\,[a\,\mathcal B(a,n)]^{1/a} + 1 .
+        \begin{aligned}
+        f(k+1;a) &= \Bigl[a(N-1)^a\tbinom{n-1}{k}\mathcal B(a+k,n-k) + (f(k;a)-1)^a\Bigr]^{1/a} + 1,\\
+        f(1;a) &= (N-1)\,[a\,\mathcal B(a,n)]^{1/a} + 1 .
+        \end{aligned}
 
     Unrolled, :math:`(f(k;a)-1)^a` is the cumulative sum of :func:`beta_log_increments`; it is
     evaluated with a cumulative log-sum-exp, so nothing underflows for small :math:`a` or large
@@ -233,8 +235,10 @@ def beta_mapping_printed_product(k, n_items: int, sample_size: int, a: float) ->
     r"""The Beta recurrence **as misprinted** in TORS Eq. 24 and Eq. 54, with a product:
 
     .. math::
-        f(k+1;a) = \Bigl[a(N-1)^a\tbinom{n-1}{k}\mathcal B(a+k,n-k)\,(f(k;a)-1)^a\Bigr]^{1/a} + 1,
-        \qquad f(1;a) = (N-1)\,[a\,\mathcal B(a,n)]^{1/a} + 1 .
+        \begin{aligned}
+        f(k+1;a) &= \Bigl[a(N-1)^a\tbinom{n-1}{k}\mathcal B(a+k,n-k)\,(f(k;a)-1)^a\Bigr]^{1/a} + 1,\\
+        f(1;a) &= (N-1)\,[a\,\mathcal B(a,n)]^{1/a} + 1 .
+        \end{aligned}
 
     Provided only to show the misprint: the derivation (TORS Eq. 53) and Li et al. 2020 Eq. 16
     add the increment (:func:`beta_mapping`), and only the sum satisfies :math:`f(n;a) = N`

@@ -361,8 +361,12 @@ class ALS(Recommender):
 
     Parameters follow Krichene & Rendle 2020, Sec. 9 (after Bayer et al. 2017):
 
-    .. math:: \min_V \sum_{(u,i)\in H} (\hat y_{ui} - 1)^2 + \alpha \sum_{u,i} \hat y_{ui}^2
-              + \lambda \lVert V \rVert_F^2, \qquad \hat y_{ui} = v_u^\top v_i .
+    .. math::
+        \begin{aligned}
+        &\min_V \sum_{(u,i)\in H} (\hat y_{ui} - 1)^2 + \alpha \sum_{u,i} \hat y_{ui}^2
+        + \lambda \lVert V \rVert_F^2,\\
+        &\hat y_{ui} = v_u^\top v_i .
+        \end{aligned}
 
     Dividing by :math:`\alpha` and completing the square, the observed terms are
     :math:`(1 + 1/\alpha)(\hat y - p)^2` + const with :math:`p = 1/(1+\alpha)`, the others

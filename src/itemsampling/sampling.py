@@ -123,9 +123,11 @@ def shr_moments(global_ranks, n_items: int, sample_size: int, ks=None, replaceme
     (TORS Eq. 13-15):
 
     .. math::
-        \mathbb E[T^S_{Recall@K}] = \frac1M \sum_u p_u,\qquad
-        \mathrm{Var}[T^S_{Recall@K}] = \frac1{M^2}\sum_u p_u(1-p_u),\qquad
-        p_u = \Pr(r_u \le K \mid R_u).
+        \begin{aligned}
+        \mathbb E[T^S_{Recall@K}] &= \frac1M \sum_u p_u,\qquad
+        \mathrm{Var}[T^S_{Recall@K}] = \frac1{M^2}\sum_u p_u(1-p_u),\\
+        p_u &= \Pr(r_u \le K \mid R_u).
+        \end{aligned}
 
     Parameters
     ----------
@@ -164,9 +166,11 @@ def one_decoy_line(metric: str, k: int | None, n_items: int) -> tuple[float, flo
     (one decoy; Krichene & Rendle 2020, Sec. 4.4.4):
 
     .. math::
-        \mathbb E[F(r)\mid R] = F(2) + \frac{N-R}{N-1}\bigl(F(1)-F(2)\bigr)
-        = \underbrace{-\frac{F(1)-F(2)}{N-1}}_{\text{slope}}\,R
+        \begin{aligned}
+        \mathbb E[F(r)\mid R] &= F(2) + \frac{N-R}{N-1}\bigl(F(1)-F(2)\bigr)\\
+        &= \underbrace{-\frac{F(1)-F(2)}{N-1}}_{\text{slope}}\,R
           + \underbrace{\frac{N F(1) - F(2)}{N-1}}_{\text{intercept}} .
+        \end{aligned}
 
     The same for both kernels: with one decoy there is nothing to replace.
     """

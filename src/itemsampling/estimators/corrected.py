@@ -35,8 +35,11 @@ Methods (all return a length-:math:`n` float64 vector):
     :math:`\min_x \sum_R p(R)\bigl[(\mathbb E[x_r\mid R] - F(R))^2 + \gamma\,\mathrm{Var}[x_r\mid R]\bigr]`,
     whose normal equations are
 
-    .. math:: \bigl((1-\gamma) A^\top A + \gamma\,\mathrm{diag}(c)\bigr)\,x = A^\top b,\quad
-              A_{R,r} = \sqrt{p(R)}P(r\mid R),\ b_R = \sqrt{p(R)}F(R),\ c_r = \sum_R p(R)P(r\mid R).
+    .. math::
+        \begin{aligned}
+        &\bigl((1-\gamma) A^\top A + \gamma\,\mathrm{diag}(c)\bigr)\,x = A^\top b,\\
+        &A_{R,r} = \sqrt{p(R)}P(r\mid R),\ b_R = \sqrt{p(R)}F(R),\ c_r = \sum_R p(R)P(r\mid R).
+        \end{aligned}
 
     :math:`\gamma = 1` gives the posterior mean :math:`x_r = \sum_R p(R\mid r) F(R)` (Eq. 26);
     :math:`\gamma = 0` the minimal-bias least squares of Eq. 21-22 without the order constraint.

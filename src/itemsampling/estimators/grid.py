@@ -42,8 +42,11 @@ Row :math:`c` of the grid kernel is the exact cell average
   integers of a cell follows by the Euler-Maclaurin formula around the cell's half-integer ends
   :math:`a = l_c - \tfrac12`, :math:`b = h_c + \tfrac12`:
 
-  .. math:: \sum_{R=l_c}^{h_c} f(R) = \int_a^b f(R)\,dR - \tfrac1{24}\bigl(f'(b) - f'(a)\bigr) + E_c,
-            \qquad |E_c| \le \tfrac1{12}\int_a^b |f''(R)|\,dR,
+  .. math::
+      \begin{aligned}
+      \sum_{R=l_c}^{h_c} f(R) &= \int_a^b f(R)\,dR - \tfrac1{24}\bigl(f'(b) - f'(a)\bigr) + E_c,\\
+      |E_c| &\le \tfrac1{12}\int_a^b |f''(R)|\,dR,
+      \end{aligned}
 
   with :math:`f'` from the Bernstein identity :math:`b'_{j,m} = m(b_{j-1,m-1} - b_{j,m-1})`.
   Since :math:`\int_0^1 |b''_{j,m}| \le 4m`, the error summed over all cells of one column is at most
