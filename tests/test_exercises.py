@@ -55,7 +55,12 @@ def _labels(nb):
 # the small parameters of their notebook test.
 CHAPTER_PARAMS = {
     "08": {"dataset": "synthetic", "synthetic_items": 400, "synthetic_users": 1500, "initial_size": 10,
-           "max_size": 80, "fixed_size": 40, "n_repeats": 3, "max_k": 20, "winner_ks": [5, 10], "seed": 4},
+           "max_size": 80, "fixed_size": 40, "n_repeats": 3, "max_k": 20, "winner_ks": [5, 10], "seed": 4,
+           # the catalogue-scale sections at the notebook test's small sizes too
+           "catalogues": ["sim-ml100k"], "catalogue_models": ["popular", "svd8"], "catalogue_fixed_sizes": [40],
+           "catalogue_max_size": 160, "catalogue_repeats": 2, "absolute_repeats": 2, "nm_items": [200, 400],
+           "nm_users": [300, 600], "nm_fixed_users": 300, "nm_fixed_items": 400, "nm_repeats": 2,
+           "nm_sizes": [10, 80, 40], "n_jobs": 1},
 }
 
 
