@@ -697,7 +697,7 @@ def target_ranks(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: in
     pool sizes :math:`N_u` as a third array with ``return_pool=True``. Raises ``ValueError``
     naming ``sample_size`` when a user's pool has fewer than :math:`n-1` eligible decoys.
     """
-    from .ranking import _check_inputs, _train_csr
+    from .ranking import _above_target_batches, _check_inputs, _train_csr
 
     tu, ti, N = _check_inputs(model, train, test)
     if np.unique(tu).size != tu.size:
@@ -732,22 +732,13 @@ def target_ranks(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: in
     gen = as_rng(rng)
     R = np.empty(tu.size, dtype=np.int64)
     r = np.empty(tu.size, dtype=np.int64)
-    for s in range(0, tu.size, batch_size):
-        u, t = tu[s:s + batch_size], ti[s:s + batch_size]
-        b = np.arange(u.size)
-        S = model.score(u)
-        blocked = X[u].toarray() > 0
-        blocked[b, t] = False
-        tie = gen.random(S.shape)
-        above = (S > S[b, t][:, None]) | ((S == S[b, t][:, None]) & (tie < tie[b, t][:, None]))
-        above[b, t] = False
-        above &= ~blocked
-        R[s:s + u.size] = 1 + above.sum(axis=1)
-        keys = logw[None, :] + gen.gumbel(size=S.shape)
+    for s, b, t, blocked, above in _above_target_batches(model, X, tu, ti, batch_size, gen):
+        R[s:s + b.size] = 1 + above.sum(axis=1)
+        keys = logw[None, :] + gen.gumbel(size=above.shape)
         keys[blocked] = -np.inf
         keys[b, t] = -np.inf
         dec = np.argpartition(-keys, n - 2, axis=1)[:, :n - 1]
-        r[s:s + u.size] = 1 + np.take_along_axis(above, dec, axis=1).sum(axis=1)
+        r[s:s + b.size] = 1 + np.take_along_axis(above, dec, axis=1).sum(axis=1)
     return (R, r, pool) if return_pool else (R, r)
 
 

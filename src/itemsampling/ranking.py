@@ -50,6 +50,25 @@ def _train_csr(train, n_users, n_items):
     return interaction_matrix(train, n_users, n_items)
 
 
+def _above_target_batches(model, X, tu, ti, batch_size, gen):
+    """Score the users ``tu`` in batches of ``batch_size`` and yield, per batch,
+    ``(start, rows, targets, blocked, above)``: ``blocked`` marks each user's training items (the
+    target left unblocked), ``above`` the pool items scored above the target, ties broken by one
+    uniform draw per item from ``gen`` (the target never counts). The caller may draw more from
+    ``gen`` before asking for the next batch; the stream is then that of the caller's loop."""
+    for s in range(0, tu.size, batch_size):
+        u, t = tu[s:s + batch_size], ti[s:s + batch_size]
+        b = np.arange(u.size)
+        S = model.score(u)
+        blocked = X[u].toarray() > 0
+        blocked[b, t] = False
+        tie = gen.random(S.shape)
+        above = (S > S[b, t][:, None]) | ((S == S[b, t][:, None]) & (tie < tie[b, t][:, None]))
+        above[b, t] = False
+        above &= ~blocked
+        yield s, b, t, blocked, above
+
+
 def pool_sizes(train: pd.DataFrame, test: pd.DataFrame, n_items: int, exclude_train: bool = True) -> np.ndarray:
     r"""Size of each test row's candidate pool: :math:`N_u = N - |H_u \setminus \{t_u\}|` with
     ``exclude_train`` (training items other than the target removed), else :math:`N`."""

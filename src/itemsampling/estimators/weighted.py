@@ -529,7 +529,7 @@ def rank_masks(model, train, test, rng=None, batch_size: int = 512):
     training items and the target: never a decoy). :math:`R_u = 1 +` ``above[u].sum()``, the
     convention of :func:`itemsampling.candidates.target_ranks`."""
     from .._validation import check_memory
-    from ..ranking import _check_inputs, _train_csr
+    from ..ranking import _above_target_batches, _check_inputs, _train_csr
 
     tu, ti, N = _check_inputs(model, train, test)
     batch_size = check_int(batch_size, "batch_size", low=1)
@@ -538,19 +538,10 @@ def rank_masks(model, train, test, rng=None, batch_size: int = 512):
     X = _train_csr(train, model.n_users_, N)
     above = np.empty((tu.size, N), dtype=bool)
     excluded = np.empty((tu.size, N), dtype=bool)
-    for s in range(0, tu.size, batch_size):
-        u, t = tu[s:s + batch_size], ti[s:s + batch_size]
-        b = np.arange(u.size)
-        S = model.score(u)
-        blocked = X[u].toarray() > 0
-        blocked[b, t] = False
-        tie = gen.random(S.shape)
-        ab = (S > S[b, t][:, None]) | ((S == S[b, t][:, None]) & (tie < tie[b, t][:, None]))
-        ab[b, t] = False
-        ab &= ~blocked
+    for s, b, t, blocked, ab in _above_target_batches(model, X, tu, ti, batch_size, gen):
         blocked[b, t] = True
-        above[s:s + u.size] = ab
-        excluded[s:s + u.size] = blocked
+        above[s:s + b.size] = ab
+        excluded[s:s + b.size] = blocked
     return above, excluded
 
 
