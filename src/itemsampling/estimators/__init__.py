@@ -34,6 +34,7 @@ from .corrected import (
 __all__ = [
     "METHODS",
     "PER_USER_SIZE_METHODS",
+    "POOL_METHODS",
     "corrected_metric",
     "corrected_metrics",
     "corrected_estimate",
@@ -62,6 +63,10 @@ METHODS = ("sampled", "rank_estimate", "cls", "bv", "mn", "mn_weighted", "mle", 
 _DISTRIBUTION_METHODS = ("mle", "wmle", "mes")
 #: Methods of :func:`estimate_metric` that accept per-user sample sizes (adaptive sampling).
 PER_USER_SIZE_METHODS = ("sampled", "mle")
+#: Methods of :func:`estimate_metric` that accept per-user catalogue sizes (``n_items`` an array; the
+#: model in :mod:`.distribution`, "Per-user catalogue sizes"). CLS is left out: its bounded least
+#: squares is solved once per distinct pool, minutes for hundreds of pools.
+POOL_METHODS = tuple(m for m in METHODS if m != "cls")
 _CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement", "grid"}
 _DIST_ONLY = {"mes": ("eta", "eta_scaling"), "wmle": ("C", "weight"), "mle": ()}
 
@@ -79,9 +84,9 @@ def resolution_note(n_items, sample_size, k) -> str | None:
     global rank only to within about :math:`N/(n-1)` ranks (:math:`\mathbb E[r-1\mid R] =
     (n-1)(R-1)/(N-1)`, Krichene & Rendle Eq. 20), so for :math:`K < N/(n-1)` every estimator's value of
     a metric at :math:`K` comes from its prior or regulariser, not from the data. With per-user sizes
-    the largest :math:`n_u` counts. Bad input gives ``None`` (the estimators' own checks report it)."""
+    the largest :math:`n_u` counts, with per-user catalogue sizes the largest :math:`N_u`. Bad input gives ``None`` (the estimators' own checks report it)."""
     try:
-        N = check_int(n_items, "n_items", low=2)
+        N = check_int(int(np.max(n_items)) if np.ndim(n_items) else n_items, "n_items", low=2)
         n = int(np.max(np.asarray(sample_size)))
         ks = [check_int(x, "k", low=1) for x in np.atleast_1d(np.asarray(k, dtype=object)) if x is not None]
     except (ValueError, TypeError):
@@ -145,15 +150,33 @@ def _apply(r, Fh, n_metrics, n_ks):
     return np.asarray(corrected_estimate(r, Fh.reshape(n, -1))).reshape(n_metrics, n_ks)
 
 
-def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
-    """Core of :func:`estimate_metric` on validated input: an array (len(metrics), len(ks))."""
+def _pool_apply(r, pools, Fh):
+    r"""Per-user catalogue sizes: :math:`\frac1M\sum_u \widehat F_{N_u}(r_u)` from corrected vectors
+    ``Fh`` of shape (n, n_metrics, n_ks, G) over the distinct pools ``np.unique(pools)``: (n_metrics, n_ks)."""
+    g = np.unique(pools, return_inverse=True)[1].reshape(-1)
+    keys, counts = np.unique(g * (Fh.shape[0] + 1) + r, return_counts=True)
+    gg, rr = keys // (Fh.shape[0] + 1), keys % (Fh.shape[0] + 1)
+    return np.tensordot(counts.astype(np.float64), Fh[rr - 1, :, :, gg], axes=(0, 0)) / r.size
+
+
+def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
+    """Core of :func:`estimate_metric` on validated input: an array (len(metrics), len(ks)).
+    ``pools``: ``None``, or the per-user catalogue sizes (``N`` their largest; model in
+    :mod:`.distribution`, "Per-user catalogue sizes")."""
     corr, dist = _split(params)
     grid = corr.pop("grid", None)
     replacement = corr.get("replacement", True)
+    gp = None if pools is None else np.unique(pools)  # the distinct pools, the last axis of Fh
+    if pools is not None and method not in POOL_METHODS:
+        raise ValueError(f"method {method!r} needs one n_items for every user; per-user n_items (catalogue "
+                         f"sizes) are accepted by methods {POOL_METHODS}")
     if method not in ("sampled", "rank_estimate"):
         from .grid import grid_estimate, resolve_grid
 
         grid = resolve_grid(grid, N, n, ks)
+        if grid is not None and pools is not None:
+            raise ValueError("per-user n_items (catalogue sizes) are not supported by the grid estimators; pass "
+                             "grid=False (dense estimators on the largest pool) or one n_items")
         if grid is not None:  # catalogue scale: the grid estimators (estimators.grid)
             if method == "cls":
                 raise ValueError("method 'cls' has no grid version; pass grid=False for the dense estimator")
@@ -180,8 +203,8 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
         kw = dict(corr)
         if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
             kw["n_users"] = r.size
-        Fh = corrected_metrics(list(metrics), ks, N, n, method, **kw)
-        return _apply(r, Fh, len(metrics), len(ks))
+        Fh = corrected_metrics(list(metrics), ks, N, n, method, pools=gp, **kw)
+        return _apply(r, Fh, len(metrics), len(ks)) if gp is None else _pool_apply(r, pools, Fh)
 
     base = method.split("_")[-1]  # mle / wmle / mes
     if base not in _DISTRIBUTION_METHODS:
@@ -200,6 +223,12 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
     if method == base:  # plain mle / wmle / mes
         if "gamma" in corr or "prior" in corr or "n_users" in corr:
             raise ValueError(f"gamma, prior and n_users are not used by method {method!r}")
+        if pools is not None:  # sum_R P(R) Fbar(R), Fbar the pool-weighted metric (distribution module)
+            from .distribution import pool_metric_matrix
+
+            w = np.unique(pools, return_counts=True)[1] / r.size
+            return np.tensordot(pool_metric_matrix(metrics, ks, N, gp), w, axes=(3, 0)).reshape(N, -1).T.dot(P) \
+                .reshape(len(metrics), len(ks))
         return np.array([np.atleast_1d(metric_from_distribution(P, m, ks)) for m in metrics])
     if "prior" in corr:
         raise ValueError(f"method {method!r} estimates its own prior; do not pass prior")
@@ -214,7 +243,7 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
                 raise ValueError("gamma is not used by MN")
             kw = {"n_users": corr.get("n_users", r.size)}
         Fh = corrected_metrics(list(metrics), ks, N, n, "bv" if head == "bv" else "mn_weighted", prior=P,
-                               replacement=replacement, _unidentified="nan", **kw)
+                               replacement=replacement, _unidentified="nan", pools=gp, **kw)
         observed = np.unique(r) - 1
         if np.any(np.isnan(Fh[observed])):
             raise ValueError(f"the {base.upper()} prior gives an observed sampled rank zero probability; "
@@ -224,13 +253,23 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache):
         if "gamma" in corr:
             raise ValueError("gamma is not used by MN")
         Fh = corrected_metrics(list(metrics), ks, N, n, "mn", prior=P, n_users=corr.get("n_users", r.size),
-                               replacement=replacement)
+                               replacement=replacement, pools=gp)
     else:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    return _apply(r, Fh, len(metrics), len(ks))
+    return _apply(r, Fh, len(metrics), len(ks)) if gp is None else _pool_apply(r, pools, Fh)
 
 
-def _prepare(sampled_ranks, n_items, sample_size, params):
+def _prepare(sampled_ranks, n_items, sample_size, params, method=None):
+    """Validated ``(r, N, n, pools)``: ``pools`` is ``None`` for one catalogue size (or equal
+    per-user sizes), else the per-user sizes :math:`N_u` and ``N`` the largest of them."""
+    pools = None
+    if np.ndim(n_items) > 0:
+        from .distribution import _pool_reference, check_n_items
+
+        N = _pool_reference(sampled_ranks, n_items, sample_size, params.get("replacement", True), method)
+        p = check_n_items(n_items)
+        pools = None if isinstance(p, int) else p
+        n_items = N
     N = check_int(n_items, "n_items", low=2)
     if np.ndim(sample_size) == 0:
         n = check_sample_sizes(sample_size, N)
@@ -247,7 +286,7 @@ def _prepare(sampled_ranks, n_items, sample_size, params):
         check_bool(params["replacement"], "replacement")
     if "gamma" in params and params["gamma"] is not None:
         check_gamma(params["gamma"])
-    return r, N, n
+    return r, N, n, pools
 
 
 def _ks(k):
@@ -369,12 +408,12 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
 
         return bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=ci, n_boot=n_boot,
                                 rng=rng, **params)
-    r, N, n = _prepare(sampled_ranks, n_items, sample_size, params)
-    canonical_metric(metric)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params, method)
+    canonical_metric(metric)
     seq, ks = _ks(k)
-    out = _estimate(r, N, n, [metric], ks, method, params, {})[0]
+    out = _estimate(r, N, n, [metric], ks, method, params, {}, pools)[0]
     return out if seq else float(out[0])
 
 
@@ -459,9 +498,10 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
 
         return bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci, n_boot=n_boot,
                                  rng=rng, **params)
-    r, N, n = _prepare(sampled_ranks, n_items, sample_size, params)
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     methods = [methods] if isinstance(methods, str) else list(methods)
+    r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params,
+                              "sampled" if set(methods) == {"sampled"} else None)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     for m in metrics:
         canonical_metric(m)
     for meth in methods:
@@ -472,7 +512,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
     cache: dict = {}
     out: dict = {}
     for meth in methods:
-        est = _estimate(r, N, n, metrics, ks, meth, _route(meth, params), cache)
+        est = _estimate(r, N, n, metrics, ks, meth, _route(meth, params), cache, pools)
         out[meth] = {m: (est[i] if seq else float(est[i, 0])) for i, m in enumerate(metrics)}
     return out
 

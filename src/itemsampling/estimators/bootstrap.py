@@ -34,6 +34,11 @@ Then
 :func:`compare_estimates` bootstraps the difference of two models' estimates: *paired* (the same
 users scored by both models, resampled jointly, the design of every experiment in the book) or
 unpaired (two independent user samples).
+
+Per-user catalogue sizes (``n_items`` one :math:`N_u` per user; model in :mod:`.distribution`):
+each user's :math:`(N_u, n_u, r_u)` triple travels together; the priors are re-fitted on the
+replicate's :math:`(n_u, r_u)` counts (the fit is free of the pools) and the metric of every
+replicate weights each pool by its resampled share.
 """
 
 from __future__ import annotations
@@ -163,8 +168,14 @@ def bootstrap_p_value(replicates, axis: int = 0):
     return float(p) if np.ndim(p) == 0 else p
 
 
-def _pair_table(r: np.ndarray, sizes):
-    """Distinct ``(n_u, r_u)`` pairs, their counts and, per user, the index of its pair."""
+def _pair_table(r: np.ndarray, sizes, pools=None):
+    """Distinct ``(n_u, r_u)`` pairs, their counts and, per user, the index of its pair; with per-user
+    catalogue sizes ``pools`` the distinct triples ``(N_u, n_u, r_u)`` and, fifth, each triple's pool."""
+    if pools is not None:
+        sz = np.full(r.size, sizes, dtype=np.int64) if isinstance(sizes, (int, np.integer)) else sizes
+        rows, inverse, counts = np.unique(np.column_stack([pools, sz, r]), axis=0, return_inverse=True,
+                                          return_counts=True)
+        return rows[:, 1].copy(), rows[:, 2].copy(), counts, inverse.reshape(-1), rows[:, 0].copy()
     if isinstance(sizes, (int, np.integer)):
         ranks, inverse, counts = np.unique(r, return_inverse=True, return_counts=True)
         return np.full(ranks.size, int(sizes), dtype=np.int64), ranks, counts, inverse
@@ -174,8 +185,12 @@ def _pair_table(r: np.ndarray, sizes):
 
 
 def _check_input(sampled_ranks, n_items, sample_size, name="sampled_ranks", size_name="sample_size"):
-    N = check_int(n_items, "n_items", low=2)
+    """``(r, N, sizes, pools)``; ``pools`` the per-user catalogue sizes or ``None`` (``N`` the largest)."""
+    from .distribution import check_n_items
+
     r = check_ranks(sampled_ranks, name)
+    pools = check_n_items(n_items, r.size)
+    N, pools = (pools, None) if isinstance(pools, int) else (int(pools.max()), pools)
     try:
         sizes = check_sample_sizes(sample_size, N, r.size)
     except ValueError as err:
@@ -187,7 +202,9 @@ def _check_input(sampled_ranks, n_items, sample_size, name="sampled_ranks", size
         bad = np.flatnonzero(r > hi)[0]
         lim = sizes if isinstance(sizes, int) else sizes[bad]
         raise ValueError(f"{name} must lie in 1..{size_name} (= {lim}), got {r[bad]}")
-    return r, N, sizes
+    if pools is not None:
+        check_n_items(pools, r.size, sizes)
+    return r, N, sizes, pools
 
 
 def _draw_counts(counts: np.ndarray, n_boot: int, rng) -> np.ndarray:
@@ -294,9 +311,20 @@ def _prior_key(base, dist_kw):
 class _Replicator:
     """Replicates of several methods on one resampled pair table, sharing the learnt priors."""
 
-    def __init__(self, N, sizes, pair_sizes, pair_ranks, C, metrics, ks, n_jobs: int = 1):
+    def __init__(self, N, sizes, pair_sizes, pair_ranks, C, metrics, ks, n_jobs: int = 1, pair_pools=None):
         self.N, self.sizes = N, sizes
         self.pair_sizes, self.pair_ranks, self.C = pair_sizes, pair_ranks, C
+        self.pair_pools = pair_pools
+        # the fit is free of the pools (distribution module): the prior is learnt on the (n, r) pairs
+        self.fit_sizes, self.fit_ranks, self.Cfit = pair_sizes, pair_ranks, C
+        if pair_pools is not None:
+            self.pools, g = np.unique(pair_pools, return_inverse=True)
+            self.pool_of = g.reshape(-1)
+            self.Cpool = np.stack([C[:, self.pool_of == j].sum(axis=1) for j in range(self.pools.size)], axis=1)
+            rows, inv = np.unique(np.column_stack([pair_sizes, pair_ranks]), axis=0, return_inverse=True)
+            self.fit_sizes, self.fit_ranks = rows[:, 0].copy(), rows[:, 1].copy()
+            self.Cfit = np.zeros((C.shape[0], rows.shape[0]))
+            np.add.at(self.Cfit.T, inv.reshape(-1), C.T)
         self.metrics, self.ks = metrics, ks
         self.M = float(C[0].sum())
         self.priors: dict = {}
@@ -315,13 +343,16 @@ class _Replicator:
             return self.sizes
         return np.repeat(self.pair_sizes, self.C[b].astype(np.int64))
 
+    def _pools(self, b):
+        return None if self.pair_pools is None else np.repeat(self.pair_pools, self.C[b].astype(np.int64))
+
     def prior_matrix(self, base, dist_kw, replacement):
         key = _prior_key(base, dist_kw)
         if key in self.priors:
             return self.priors[key]
         solver = dist_kw.get("solver", "em")
         if base in ("mle", "wmle") and solver == "em":
-            W = self.C
+            W = self.Cfit
             if base == "wmle":
                 from .distribution import wmle_weights
 
@@ -330,10 +361,10 @@ class _Replicator:
                                      f"{PER_USER_METHODS}, not by 'wmle'")
 
                 w = wmle_weights(int(self.sizes), dist_kw.get("weight", "ndcg"), dist_kw.get("C", 10.0))
-                W = self.C * w[self.pair_ranks - 1]
+                W = self.Cfit * w[self.fit_ranks - 1]
             tol = dist_kw.get("tol") if dist_kw.get("tol") is not None else 1e-6
             max_iter = dist_kw.get("max_iter") if dist_kw.get("max_iter") is not None else 10_000
-            K = _kernel_columns(self.N, self.pair_sizes, self.pair_ranks, replacement)
+            K = _kernel_columns(self.N, self.fit_sizes, self.fit_ranks, replacement)
             # each row is its own EM (stopped by its own rule): fixed blocks of rows, shared out to
             # the threads, give the same numbers whatever the number of threads
             chunks = [np.arange(i, min(i + _EM_BLOCK, W.shape[0])) for i in range(0, W.shape[0], _EM_BLOCK)]
@@ -363,7 +394,7 @@ class _Replicator:
             # catalogue scale (estimators.grid): the estimator itself on every replicate
             out = np.empty((self.C.shape[0], len(metrics), len(ks)))
             for b in range(self.C.shape[0]):
-                out[b] = _estimate(self._ranks(b), N, self._sizes(b), metrics, ks, method, params, {})
+                out[b] = _estimate(self._ranks(b), N, self._sizes(b), metrics, ks, method, params, {}, self._pools(b))
             return out
         if method == "sampled":
             F = np.empty((self.pair_ranks.size, len(metrics), len(ks)))
@@ -381,14 +412,23 @@ class _Replicator:
             kw = dict(corr)
             if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
                 kw["n_users"] = int(self.M)
-            Fh = corrected_metrics(list(metrics), ks, N, n, method, **kw)
-            return self._linear(Fh[self.pair_ranks - 1])
+            if self.pair_pools is None:
+                Fh = corrected_metrics(list(metrics), ks, N, n, method, **kw)
+                return self._linear(Fh[self.pair_ranks - 1])
+            Fh = corrected_metrics(list(metrics), ks, N, n, method, pools=self.pools, **kw)
+            return self._linear(Fh[self.pair_ranks - 1, :, :, self.pool_of])
         base = method.split("_")[-1]
         dist_kw = dict(dist)
         if replacement is not True:
             dist_kw["replacement"] = replacement
         rd_kw = {k: v for k, v in dist_kw.items() if k != "replacement"}
         Pmat = self.prior_matrix(base, rd_kw, replacement)
+        if method == base and self.pair_pools is not None:  # sum_g (M_g / M) P @ F(R_g(R)) per replicate
+            from .distribution import pool_metric_matrix
+
+            A = (Pmat @ pool_metric_matrix(metrics, ks, N, self.pools).reshape(N, -1)).reshape(
+                -1, len(metrics), len(ks), self.pools.size)
+            return np.einsum("bmkg,bg->bmk", A, self.Cpool) / self.M
         if method == base:
             R = np.arange(1, N + 1)
             F = np.stack([np.stack([metric_function(m, k, N)(R) for k in ks], axis=-1) for m in metrics], axis=1)
@@ -396,7 +436,7 @@ class _Replicator:
         key = _prior_key(base, dist_kw)
         out = np.empty((self.C.shape[0], len(metrics), len(ks)))
         for b in range(self.C.shape[0]):
-            out[b] = _estimate(self._ranks(b), N, n, metrics, ks, method, params, {key: Pmat[b]})
+            out[b] = _estimate(self._ranks(b), N, n, metrics, ks, method, params, {key: Pmat[b]}, self._pools(b))
         return out
 
 
@@ -482,7 +522,7 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     gen = as_rng(rng)
-    r, N, sizes = _check_input(sampled_ranks, n_items, sample_size)
+    r, N, sizes, pools = _check_input(sampled_ranks, n_items, sample_size)
     metrics_l = [metrics] if isinstance(metrics, str) else list(metrics)
     methods_l = [methods] if isinstance(methods, str) else list(methods)
     if not metrics_l:
@@ -497,13 +537,15 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     seq, ks = _ks(k)
     # the point estimate on all users (also validates every parameter)
     size_arg = sizes if isinstance(sizes, int) else np.asarray(sizes)
+    N_arg = N if pools is None else pools
     if _single:
-        est = {methods_l[0]: {metrics_l[0]: estimate_metric(r, N, size_arg, metrics_l[0], k, methods_l[0], **params)}}
+        est = {methods_l[0]: {metrics_l[0]: estimate_metric(r, N_arg, size_arg, metrics_l[0], k, methods_l[0],
+                                                            **params)}}
     else:
-        est = estimate_metrics(r, N, size_arg, metrics_l, k, methods_l, **params)
-    pair_sizes, pair_ranks, counts, _ = _pair_table(r, sizes)
+        est = estimate_metrics(r, N_arg, size_arg, metrics_l, k, methods_l, **params)
+    pair_sizes, pair_ranks, counts, _, *pp = _pair_table(r, sizes, pools)
     C = _draw_counts(counts, n_boot, gen)
-    rep = _Replicator(N, sizes, pair_sizes, pair_ranks, C, metrics_l, ks, _check_n_jobs(None))
+    rep = _Replicator(N, sizes, pair_sizes, pair_ranks, C, metrics_l, ks, _check_n_jobs(None), *pp)
     out: dict = {}
     for meth in methods_l:
         p = params if _single else _route(meth, params)
@@ -538,9 +580,9 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     gen = as_rng(rng)
-    ra, N, sa = _check_input(sampled_ranks_a, n_items, sample_size, "sampled_ranks_a")
-    rb, _, sb = _check_input(sampled_ranks_b, n_items, sample_size if sample_size_b is None else sample_size_b,
-                             "sampled_ranks_b", "sample_size" if sample_size_b is None else "sample_size_b")
+    ra, N, sa, pa = _check_input(sampled_ranks_a, n_items, sample_size, "sampled_ranks_a")
+    rb, _, sb, pb = _check_input(sampled_ranks_b, n_items, sample_size if sample_size_b is None else sample_size_b,
+                                 "sampled_ranks_b", "sample_size" if sample_size_b is None else "sample_size_b")
     if paired and ra.size != rb.size:
         raise ValueError(f"paired comparison needs one rank per user for both models: sampled_ranks_a has "
                          f"{ra.size} users, sampled_ranks_b has {rb.size} (use paired=False for "
@@ -549,10 +591,10 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
         if not isinstance(s, int) and method not in PER_USER_METHODS:
             raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, not by {method!r}")
     seq, ks = _ks(k)
-    est_a = estimate_metric(ra, N, sa, metric, k, method, **params)
-    est_b = estimate_metric(rb, N, sb, metric, k, method, **params)
-    ps_a, pr_a, cnt_a, inv_a = _pair_table(ra, sa)
-    ps_b, pr_b, cnt_b, inv_b = _pair_table(rb, sb)
+    est_a = estimate_metric(ra, N if pa is None else pa, sa, metric, k, method, **params)
+    est_b = estimate_metric(rb, N if pb is None else pb, sb, metric, k, method, **params)
+    ps_a, pr_a, cnt_a, inv_a, *pp_a = _pair_table(ra, sa, pa)
+    ps_b, pr_b, cnt_b, inv_b, *pp_b = _pair_table(rb, sb, pb)
     if paired:
         from scipy import sparse
 
@@ -567,8 +609,8 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
         Ca = _draw_counts(cnt_a, n_boot, gen)
         Cb = _draw_counts(cnt_b, n_boot, gen)
     jobs = _check_n_jobs(None)
-    reps_a = _Replicator(N, sa, ps_a, pr_a, Ca, [metric], ks, jobs).replicates(method, params)[:, 0, :]
-    reps_b = _Replicator(N, sb, ps_b, pr_b, Cb, [metric], ks, jobs).replicates(method, params)[:, 0, :]
+    reps_a = _Replicator(N, sa, ps_a, pr_a, Ca, [metric], ks, jobs, *pp_a).replicates(method, params)[:, 0, :]
+    reps_b = _Replicator(N, sb, ps_b, pr_b, Cb, [metric], ks, jobs, *pp_b).replicates(method, params)[:, 0, :]
     d = reps_a - reps_b
     lo, hi = percentile_interval(d, ci, axis=0)
     p = bootstrap_p_value(d, axis=0)
@@ -665,8 +707,9 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
     ----------
     ranks : dict
         ``{model: sampled ranks}``, one array per model (input order is kept).
-    n_items : int
-        Catalogue size :math:`N`.
+    n_items : int, array or dict
+        Catalogue size :math:`N`, one size :math:`N_u` per user (per-user catalogue sizes, the model
+        of :mod:`.distribution`), or ``{model: int or per-user array}``.
     sample_size : int, array or dict
         One size for every model and user, or ``{model: int or per-user array}``.
     metrics, k, method, ci, n_boot, **params
@@ -726,19 +769,31 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
     else:
         size_of = {m: sample_size for m in models}
     gen = as_rng(rng)
-    data = {}
+    if isinstance(n_items, dict):
+        missing = [m for m in models if m not in n_items]
+        if missing:
+            raise ValueError(f"n_items has no entry for model(s) {missing}")
+    data, Ns = {}, []
     for m in models:
-        r, N, s = _check_input(ranks[m], n_items, size_of[m], f"ranks[{m!r}]", "sample_size")
+        r, Nm, s, pools = _check_input(ranks[m], n_items[m] if isinstance(n_items, dict) else n_items, size_of[m],
+                                       f"ranks[{m!r}]", "sample_size")
         if not isinstance(s, int) and method not in PER_USER_METHODS:
             raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, not by {method!r}")
-        data[m] = (r, s)
+        data[m] = (r, s, pools)
+        Ns.append(Nm)
+    N = max(Ns)  # the common grid of rank fractions: the largest catalogue (pool) of any model
+    if len(set(Ns)) > 1:
+        for m in models:  # every model's users on that grid, each in its own catalogue
+            r, s, pools = data[m]
+            data[m] = (r, s, np.full(r.size, Ns[models.index(m)], dtype=np.int64) if pools is None else pools)
     seq, ks = _ks(k)
     groups, order = _user_groups(models, {m: data[m][0].size for m in models}, users, paired)
     for m in models:  # put every group's users in one common order
         if order[m] is not None:
-            r, s = data[m]
-            data[m] = (r[order[m]], s if isinstance(s, int) else s[order[m]])
-    est = {m: estimate_metrics(data[m][0], N, data[m][1] if isinstance(data[m][1], int) else np.asarray(data[m][1]),
+            r, s, pools = data[m]
+            data[m] = (r[order[m]], s if isinstance(s, int) else s[order[m]], None if pools is None else pools[order[m]])
+    est = {m: estimate_metrics(data[m][0], N if data[m][2] is None else data[m][2],
+                               data[m][1] if isinstance(data[m][1], int) else np.asarray(data[m][1]),
                                metrics_l, k, [method], **params)[method] for m in models}
     reps: dict = {}
     for group in groups:
@@ -754,13 +809,13 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
                 S = sparse.csr_matrix((np.ones(T), (np.arange(T), rows[:, col])), shape=(T, tables[m][0].size))
                 C[m] = np.asarray((S.T @ Ct.T).T)
         for m in group:
-            ps, pr, _, _ = tables[m]
+            ps, pr, _, _, *pp = tables[m]
             if progress is not None:
                 progress(f"[{models.index(m) + 1}/{len(models)}] {m}: {data[m][0].size:,} users, {method} with a "
                          f"{n_boot}-replicate user bootstrap" + (f" (resampled jointly with {len(group) - 1} other "
                                                                   "model(s) on the same users)" if len(group) > 1 else "")
                          + " ...")
-            reps[m] = _Replicator(N, data[m][1], ps, pr, C[m], metrics_l, ks, n_jobs).replicates(method, params)
+            reps[m] = _Replicator(N, data[m][1], ps, pr, C[m], metrics_l, ks, n_jobs, *pp).replicates(method, params)
     estimates = {m: {metric: _finish(est[m][metric], reps[m][:, i, :], ci, n_boot, method, seq)
                      for i, metric in enumerate(metrics_l)} for m in models}
     group_of = {m: g for g, members in enumerate(groups) for m in members}

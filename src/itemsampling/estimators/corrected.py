@@ -292,6 +292,31 @@ class _Targets:
         return out
 
 
+class _PoolTargets(_Targets):
+    r"""Targets for per-user catalogue sizes: one column per (metric, cut-off, pool) holding
+    :math:`F_{N_g}(R_g(R))` on the common grid :math:`R = 1..N` (:func:`.distribution.pool_metric_matrix`).
+    The BV / MN / CLS systems do not depend on the targets, so every pool shares one factorisation."""
+
+    def __init__(self, names, ks, n_items, pools):
+        super().__init__(names, ks, n_items)
+        self.pools = [int(g) for g in pools]
+
+    def matrix(self) -> np.ndarray:
+        if self._matrix is None:
+            from .distribution import pool_metric_matrix
+
+            self._matrix = pool_metric_matrix(self.names, self.ks, self.N, self.pools).reshape(self.N, -1)
+        return self._matrix
+
+    def kernel_rhs(self, n_items, sample_size, replacement, weights) -> np.ndarray:
+        F = self.matrix()
+        out = np.zeros((sample_size, F.shape[1]))
+        with _blas_threads(n_items, sample_size):
+            for start, stop, lo, hi, B in _banded_kernel(n_items, sample_size, replacement):
+                out[lo:hi] += B.T @ (weights[start:stop, None] * F[start:stop])
+        return out
+
+
 # ---------------------------------------------------------------------------------------------
 # solvers
 # ---------------------------------------------------------------------------------------------
@@ -403,7 +428,7 @@ def _rank_estimate(n_items, sample_size, Fmat_fn):
 # ---------------------------------------------------------------------------------------------
 def corrected_metrics(metric, ks, n_items: int, sample_size: int, method: str, prior=None,
                       n_users: int | None = None, gamma: float | None = None,
-                      replacement: bool = True, _unidentified: str = "raise") -> np.ndarray:
+                      replacement: bool = True, _unidentified: str = "raise", pools=None) -> np.ndarray:
     r"""Corrected metric vectors for several cut-offs (and metrics) at once.
 
     With one metric name, returns an ``(n, len(ks))`` array whose column ``j`` is
@@ -411,6 +436,12 @@ def corrected_metrics(metric, ks, n_items: int, sample_size: int, method: str, p
     ``(n, len(metric), len(ks))`` array. BV and MN build and factorise the :math:`n\times n` system
     once for all metrics and cut-offs (only the right-hand side :math:`K^\top D F` depends on the
     metric), so asking for K = 1..50 of three metrics costs about as much as one.
+
+    ``pools`` (per-user catalogue sizes, :mod:`.distribution` "Per-user catalogue sizes"): the
+    distinct pool sizes :math:`N_g \le N`; ``n_items`` is then the largest pool, the prior lives on
+    its grid of rank fractions, the kernel is free of the pool (with replacement only), and the
+    target of pool :math:`g` is :math:`F_{N_g}(R_g(R))`; the result gains a last axis over the pools,
+    ``(n, len(metric), len(ks), len(pools))``. ``"rank_estimate"`` applies Eq. 20 in each pool.
     """
     several = not isinstance(metric, str)
     if several and not isinstance(metric, (list, tuple, np.ndarray)):
@@ -430,8 +461,15 @@ def corrected_metrics(metric, ks, n_items: int, sample_size: int, method: str, p
     # the targets F(R) for every (metric, cut-off) over R = 1..N and a few work vectors of length N
     check_memory(8.0 * n_items * (len(names) * len(ks) + 4), f"corrected metrics over a catalog of {n_items} items",
                  "n_items (or the number of metrics and cut-offs)")
-    targets = _Targets(names, ks, n_items)
     replacement = check_bool(replacement, "replacement")
+    if pools is not None:
+        pools = check_ranks(pools, "pools", high=n_items)
+        if not replacement:
+            raise ValueError("per-user n_items (catalogue sizes) need replacement=True")
+        targets = _PoolTargets(names, ks, n_items, pools)
+        out = _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, replacement, _unidentified)
+        return out.reshape(sample_size, len(names), len(ks), pools.size)
+    targets = _Targets(names, ks, n_items)
     out = _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, replacement, _unidentified)
     return out.reshape(sample_size, len(names), len(ks)) if several else out
 
@@ -443,6 +481,9 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
         for arg, val in (("prior", prior), ("gamma", gamma), ("n_users", n_users)):
             if val is not None:
                 raise ValueError(f"{arg} is not used by method 'rank_estimate'; leave it None")
+        if isinstance(targets, _PoolTargets):  # Eq. 20 in each user's own pool
+            return np.column_stack([_rank_estimate(g, sample_size, metric_function(name, k, g))
+                                    for name, k in pairs for g in targets.pools])
         fns = [metric_function(name, k, n_items) for name, k in pairs]
         return np.column_stack([_rank_estimate(n_items, sample_size, f) for f in fns])
 

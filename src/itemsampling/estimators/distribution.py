@@ -74,6 +74,35 @@ Estimators
     each recall estimated with the BV corrected metric (Krichene & Rendle Eq. 25) of
     :mod:`itemsampling.estimators.corrected`. It sums to 1 but may be negative; by default it is
     projected onto the simplex (Euclidean projection), ``project=False`` returns it raw.
+
+Per-user catalogue sizes
+------------------------
+In leave-one-out protocols that exclude each user's training items, user :math:`u`'s target is
+ranked among a pool of :math:`N_u` items that differs by user (``n_items`` as one size per user).
+The book's model: the users' **rank fractions** :math:`t_u = (R_u-1)/(N_u-1)` are drawn from one
+distribution :math:`P` on the common grid :math:`t = (R-1)/(N-1)`, :math:`R = 1..N`, with
+:math:`N = \max_u N_u` (the finest pool lattice); the user's rank in its own pool is
+:math:`R_u = 1 + \mathrm{round}(t\,(N_u-1))` (:func:`pool_rank_map`). With replacement the kernel
+depends on the pool only through :math:`t`: :math:`r_u - 1 \sim \mathrm{Bin}(n_u - 1, t_u)`
+(Krichene & Rendle Eq. 9 with :math:`\theta = t`), so **the likelihood is free of** :math:`N_u`: every
+estimator of :math:`P` above runs unchanged on the grid of the largest pool, with the sufficient
+statistic of the fit the table of distinct :math:`(n_u, r_u)` (the triple :math:`(N_u, n_u, r_u)`
+collapses to it) and the pools entering only the metric,
+
+.. math:: \widehat T = \frac1M\sum_u \sum_R \widehat P(R)\,F_{N_u}(R_u(R))
+          = \sum_R \widehat P(R)\,\bar F(R),\qquad
+          \bar F(R) = \sum_g \frac{M_g}{M}F_{N_g}(R_g(R))
+
+over the distinct pools :math:`g` with :math:`M_g` users (:func:`pool_metric_matrix`). The only
+approximation is that a user's fraction lies on its own lattice :math:`\{j/(N_u-1)\}`, which the
+common grid (spacing :math:`1/(N-1) \le 1/(N_u-1)`) resolves to within half a step, far below the
+kernel's resolution :math:`\approx 1/n`. With all :math:`N_u` equal the model *is* the
+one-:math:`N` model (equal pools are sent down that path, bit-identical). Why not fit per
+pool-size group: with :math:`N_u` from training-set sizes almost every user has its own pool, so
+groups would hold one user each; why not the exact columns of every distinct
+:math:`(N_u, n_u, r_u)`: their number grows to :math:`M` (e.g. :math:`10^5` columns of length
+:math:`N`), while the fit above costs what the one-:math:`N` fit costs. Without replacement the
+hypergeometric kernel depends on :math:`N_u` itself, and per-user sizes are refused there.
 """
 
 from __future__ import annotations
@@ -110,6 +139,9 @@ __all__ = [
     "mle_em_blocks",
     "mle_cnm_blocks",
     "PER_USER_SIZE_METHODS",
+    "check_n_items",
+    "pool_rank_map",
+    "pool_metric_matrix",
     "wmle_weights",
     "mes_scale",
     "cached_kernel",
@@ -614,6 +646,77 @@ def mle_cnm_blocks(blocks, tol: float = 1e-9, max_iter: int = 1000) -> FitResult
 
 
 # ---------------------------------------------------------------------------------------------
+# per-user catalogue sizes (pools)
+# ---------------------------------------------------------------------------------------------
+def check_n_items(n_items, n_users: int | None = None, sample_size=None):
+    r"""``n_items`` as the estimators take it: one catalogue size :math:`N` (an int >= 2) or one
+    pool size :math:`N_u` per user (a 1-d integer array of length ``n_users``, each >= 2 and >= the
+    user's sample size :math:`n_u`). Returns an ``int`` for a scalar or an array of equal sizes (so
+    equal pools take exactly the one-:math:`N` code path), otherwise an int64 array. Errors name
+    ``n_items`` and the allowed range."""
+    if np.ndim(n_items) == 0:
+        return check_int(n_items, "n_items", low=2)
+    arr = np.asarray(n_items)
+    if arr.ndim != 1:
+        raise ValueError(f"n_items must be an int or a 1-d array of per-user catalogue sizes, got shape {arr.shape}")
+    if n_users is not None and arr.size != n_users:
+        raise ValueError(f"n_items must be an int or have one catalogue size per user ({n_users} sampled ranks), "
+                         f"got length {arr.size}")
+    pools = check_ranks(arr, "n_items")  # integral, finite, >= 1, non-empty
+    if pools.min() < 2:
+        raise ValueError(f"n_items must hold catalogue sizes >= 2, got {pools.min()} (user {int(pools.argmin())})")
+    if sample_size is not None:
+        n = np.asarray(sample_size)
+        if n.ndim == 0 or n.shape == pools.shape and n.dtype.kind in "iu":
+            n = np.broadcast_to(n, pools.shape)
+        if n.shape == pools.shape and np.any(pools < n):
+            u = int(np.flatnonzero(pools < n)[0])
+            raise ValueError(f"n_items must be >= sample_size for every user (N_u >= n_u); user {u} has "
+                             f"n_items {pools[u]} < sample_size {int(n[u])}")
+    return int(pools[0]) if np.all(pools == pools[0]) else pools
+
+
+def _pool_reference(sampled_ranks, n_items, sample_size, replacement, method=None) -> int:
+    """The catalogue size of the common grid for per-user ``n_items``: the largest pool, after
+    checking the pools against the ranks and sample sizes (and that the kernel is pool-free)."""
+    r = check_ranks(sampled_ranks, "sampled_ranks")
+    pools = check_n_items(n_items, r.size, sample_size if np.ndim(sample_size) == 0 else np.asarray(sample_size))
+    if not isinstance(pools, int) and method != "sampled" and not check_bool(replacement, "replacement"):
+        raise ValueError("per-user n_items (catalogue sizes) need replacement=True: without replacement the "
+                         "hypergeometric kernel depends on each pool, not only on the rank fraction; pass one "
+                         "n_items or decoys drawn with replacement")
+    return int(np.max(pools))
+
+
+def pool_rank_map(n_items: int, pool: int) -> np.ndarray:
+    r"""The rank in a pool of :math:`N_u` items of each point of the common grid of rank fractions
+    :math:`t = (R-1)/(N-1)`, :math:`R = 1..N` (:math:`N` = the largest pool):
+    :math:`R_u(R) = 1 + \mathrm{round}\bigl(t\,(N_u - 1)\bigr)` (halves rounded up), an int64 array
+    of length :math:`N` onto :math:`1..N_u`; the identity when :math:`N_u = N`."""
+    N = check_int(n_items, "n_items", low=2)
+    Nu = check_int(pool, "pool", low=2, high=N)
+    j = np.arange(N, dtype=np.int64)
+    return 1 + (2 * j * (Nu - 1) + (N - 1)) // (2 * (N - 1))
+
+
+def pool_metric_matrix(metrics, ks, n_items: int, pools) -> np.ndarray:
+    r""":math:`F(R_u(R))` on the common grid :math:`R = 1..N` for each distinct pool :math:`N_g` in
+    ``pools`` (:func:`pool_rank_map`): an array ``(N, len(metrics), len(ks), len(pools))``, each
+    metric evaluated in the pool's own catalogue (e.g. AUC :math:`(N_g - R_g)/(N_g - 1)`)."""
+    N = check_int(n_items, "n_items", low=2)
+    pools = np.atleast_1d(np.asarray(pools, dtype=np.int64))
+    check_memory(8.0 * N * len(metrics) * len(ks) * pools.size, f"metric values over {pools.size} catalogue sizes",
+                 "n_items")
+    out = np.empty((N, len(metrics), len(ks), pools.size))
+    for g, Ng in enumerate(pools):
+        Rg = pool_rank_map(N, int(Ng))
+        for i, m in enumerate(metrics):
+            for j, k in enumerate(ks):
+                out[:, i, j, g] = metric_function(m, k, int(Ng))(Rg)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # MES
 # ---------------------------------------------------------------------------------------------
 def _entropy(pi):
@@ -898,7 +1001,11 @@ _DEFAULTS = {
 def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str,
                           replacement: bool = True, **params) -> FitResult:
     r"""As :func:`estimate_rank_distribution`, but returns the :class:`FitResult` (objective,
-    iterations, convergence, certified gap, solver time)."""
+    iterations, convergence, certified gap, solver time). With per-user catalogue sizes
+    (``n_items`` an array) the distribution is over the common grid of rank fractions of the
+    largest pool (module docstring, "Per-user catalogue sizes")."""
+    if np.ndim(n_items) > 0:
+        n_items = _pool_reference(sampled_ranks, n_items, sample_size, replacement)
     if np.ndim(sample_size) > 0:  # one size per user: equal sizes take the fixed-size path below
         N = check_int(n_items, "n_items", low=2)
         r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
