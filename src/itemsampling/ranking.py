@@ -18,7 +18,7 @@ import pandas as pd
 from ._validation import as_rng, check_bool, check_int, check_memory
 from .models import Recommender
 
-__all__ = ["global_ranks", "pool_sizes", "sampled_ranks_explicit"]
+__all__ = ["global_ranks", "pool_sizes", "sampled_ranks_explicit", "shared_decoy_ranks"]
 
 
 def _check_inputs(model, train, test):
@@ -220,3 +220,122 @@ def sampled_ranks_explicit(model, train: pd.DataFrame, test: pd.DataFrame, sampl
         e = (scores[:, 1:] == target).sum(axis=1)
         out[rows] = 1 + g + gen.integers(0, e + 1)
     return out
+
+
+def shared_decoy_ranks(models, train: pd.DataFrame, test: pd.DataFrame, sample_size: int, rng=None,
+                       replacement: bool = True, repeats: int | None = None, batch_size: int = 512,
+                       return_global: bool = False):
+    r"""Sampled ranks of several models on **one shared list of uniform decoys per test row**.
+
+    The usual protocol of sampled evaluation draws the decoys once and scores every model on them:
+    Krichene & Rendle (2020, Sec. 4.2) describe it as "$m = 99$ random irrelevant items are sampled,
+    the position $\tilde{r}$ of the relevant item among this sampled subset is found, and then the
+    metrics are computed for the rank $\tilde{r}$ within the subsample", and the leave-one-out
+    files of He et al. (2017; :func:`itemsampling.data.load_ncf`) fix one list of 99 decoys per
+    user for every model; TORS (Li et al. 2024, Sec. 2.1) writes the sampled set
+    :math:`I_u = \{i \sim I \setminus i_u\} \cup \{i_u\}`, :math:`|I_u| = n`, one per user.
+
+    For each row :math:`u` of ``test`` (user, target :math:`t_u`) one list :math:`D_u` of
+    :math:`n-1` decoys is drawn uniformly from the user's pool other than the target: the
+    :math:`N_u - 1` items outside the user's training set (the target stays in the pool even if it
+    also appears in ``train``), the pool of :func:`global_ranks` with ``exclude_train=True`` and
+    :func:`pool_sizes`; with replacement (independent uniform draws) or without (a uniform subset).
+    Every model ranks :math:`t_u` among :math:`D_u \cup \{t_u\}`:
+    :math:`r^{(k)}_u = 1 + |\{d \in D_u : d \text{ above } t_u \text{ for model } k\}|`, counting a
+    decoy drawn twice twice. The scores and the masks of the items above the target come from the
+    shared batch loop of :func:`global_ranks`'s pool (ties broken by one uniform permutation per
+    model and row), and the global rank :math:`R^{(k)}_u = 1 + |\{\text{pool items above } t_u\}|`
+    uses the same tie-break, so that given :math:`R^{(k)}_u` each model's sampled rank has exactly
+    the law of :func:`itemsampling.sampling.sample_ranks` with the user's pool as the catalogue
+    (:func:`itemsampling.experiments.sample_pool_ranks`): :math:`r - 1 \sim
+    \mathrm{Binomial}(n-1, (R_u-1)/(N_u-1))` with replacement, :math:`\mathrm{Hypergeometric}(N_u-1,
+    R_u-1, n-1)` without. What sharing changes is the *joint* law: two models' ranks are dependent
+    (e.g. for :math:`n = 2`, :math:`P(r^{(A)} = r^{(B)} = 2 \mid R) = |\mathrm{above}_A \cap
+    \mathrm{above}_B| / (N_u - 1)`, not the product of the two margins), which is what a paired
+    comparison of the models exploits.
+
+    Parameters
+    ----------
+    models : mapping ``name -> fitted`` :mod:`itemsampling.models` recommender (at least one), all
+        fitted on the same catalogue and users (``train``).
+    train, test : DataFrames with ``user, item`` (as :func:`global_ranks`); one decoy list per row
+        of ``test``.
+    sample_size : :math:`n`, the sampled set including the target, :math:`2 \le n \le N_u` for every row.
+    rng : seed or Generator. The stream is consumed batch by batch (each model's tie-break draws,
+        then the decoys of every repeat), so the result depends on ``rng`` and ``batch_size``.
+    replacement : decoys with replacement (default, as :func:`itemsampling.sampling.sample_ranks`) or without.
+    repeats : ``None`` (one list per row) or the number of independent shared lists per row, drawn
+        from the same scores (one scoring pass for all repeats).
+    batch_size : rows scored at once (memory about ``len(models) * batch_size * N * 18`` bytes).
+    return_global : also return the global ranks (same tie-breaks) and the pool sizes :math:`N_u`.
+
+    Returns
+    -------
+    ``{name: sampled ranks}``: int64 arrays in ``1..n`` aligned with ``test``'s rows (shape
+    ``(repeats, len(test))`` with ``repeats``); with ``return_global`` the tuple
+    ``(sampled, {name: global ranks}, pool_sizes)``.
+
+    Raises ``ValueError`` for an empty or non-mapping ``models``, an unfitted model, models of
+    different catalogues, ``sample_size`` above a row's pool (naming the row), a bad ``repeats``,
+    ``replacement``, ``batch_size`` or ``return_global``.
+    """
+    from collections.abc import Mapping
+
+    if not isinstance(models, Mapping) or len(models) == 0:
+        raise ValueError(f"models must be a non-empty mapping name -> fitted recommender, got {type(models).__name__}"
+                         + (" (empty)" if isinstance(models, Mapping) else ""))
+    names = list(models)
+    checked = [_check_inputs(models[nm], train, test) for nm in names]
+    tu, ti, N = checked[0]
+    first = models[names[0]]
+    for nm in names[1:]:
+        m = models[nm]
+        if (m.n_items_, m.n_users_) != (first.n_items_, first.n_users_):
+            raise ValueError(f"models must share one catalogue and user set: {names[0]!r} has "
+                             f"{first.n_items_} items and {first.n_users_} users, {nm!r} has "
+                             f"{m.n_items_} items and {m.n_users_} users")
+    replacement = check_bool(replacement, "replacement")
+    return_global = check_bool(return_global, "return_global")
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    n_rep = 1 if repeats is None else check_int(repeats, "repeats", low=1)
+    n = check_int(sample_size, "sample_size", low=2, high=N)
+    pools = pool_sizes(train, test, N, exclude_train=True)
+    if n > pools.min():
+        worst = int(np.argmin(pools))
+        raise ValueError(f"sample_size must be <= every row's pool N_u (the target and the items outside the "
+                         f"user's training set); test row {worst} (user {int(tu[worst])}) has N_u = "
+                         f"{int(pools[worst])}, got {n}")
+    b0 = min(batch_size, tu.size)
+    # per model: scores, tie keys, two masks; plus the decoy keys or pool order of the batch
+    check_memory(float(b0) * N * (18 * len(names) + 16), f"scoring a batch of {b0} rows x {N} items for "
+                 f"{len(names)} model(s)", "batch_size")
+    gen = as_rng(rng)
+    X = _train_csr(train, first.n_users_, N)
+    m = n - 1
+    sampled = {nm: np.empty((n_rep, tu.size), dtype=np.int64) for nm in names}
+    glob = {nm: np.empty(tu.size, dtype=np.int64) for nm in names}
+    loops = [_above_target_batches(models[nm], X, tu, ti, batch_size, gen) for nm in names]
+    for parts in zip(*loops):
+        s, b, t, blocked, _ = parts[0]
+        rows = slice(s, s + b.size)
+        for nm, (_, _, _, _, above) in zip(names, parts):
+            glob[nm][rows] = 1 + above.sum(axis=1)
+        allowed = ~blocked
+        allowed[b, t] = False
+        if replacement:
+            # the j-th allowed item of each row, j uniform in 0..N_u - 2
+            order = np.argsort(~allowed, axis=1, kind="stable")
+            size = allowed.sum(axis=1)
+        for rep in range(n_rep):
+            if replacement:
+                j = np.minimum(np.floor(gen.random((b.size, m)) * size[:, None]).astype(np.int64), size[:, None] - 1)
+                dec = np.take_along_axis(order, j, axis=1)
+            else:
+                keys = gen.random(allowed.shape)
+                keys[~allowed] = 2.0  # never among the m smallest: every row has >= m allowed items
+                dec = np.argpartition(keys, m - 1, axis=1)[:, :m]
+            for nm, (_, _, _, _, above) in zip(names, parts):
+                sampled[nm][rep, rows] = 1 + np.take_along_axis(above, dec, axis=1).sum(axis=1)
+    if repeats is None:
+        sampled = {nm: v[0] for nm, v in sampled.items()}
+    return (sampled, glob, pools) if return_global else sampled
