@@ -47,6 +47,11 @@ between-user variance to hide behind, an estimator bias the model does not see (
 :math:`K` well below the resolution :math:`N/(n-1)`, where :math:`P` is not identified) makes it
 under-cover; it is reliable where the estimator's bias is small against its item-sampling
 standard deviation. (iii) One sample size for every user.
+
+Per-user catalogue sizes (``n_items`` one :math:`N_u` per user, the model of :mod:`.distribution`):
+the posterior lives on the common grid of rank fractions of the largest pool and is free of the
+pool (with replacement); each user keeps its pool, so :math:`T(R^*) = \frac1M\sum_u
+F_{N_u}(R_u(R^*_u))` and the replicate estimates see every user's :math:`N_u`.
 """
 
 from __future__ import annotations
@@ -73,8 +78,8 @@ def check_target(target) -> str:
 
 
 def _pairs(sampled_ranks, n_items, sample_size):
-    N = check_int(n_items, "n_items", low=2)
     r = check_ranks(sampled_ranks, "sampled_ranks")
+    N = check_int(int(np.max(n_items)) if np.ndim(n_items) else n_items, "n_items", low=2)
     n = check_sample_sizes(sample_size, N, r.size)
     sizes = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else np.asarray(n, dtype=np.int64)
     if np.any(r > sizes):
@@ -109,6 +114,9 @@ def posterior_metric_moments(sampled_ranks, n_items, sample_size, prior, metrics
     r""":math:`\mathbb E[T\mid r]` and :math:`\operatorname{Var}[T\mid r]` of the test users' metric
     :math:`T = \frac1M\sum_u F(R_u)` under ``prior`` (module docstring), for every metric and
     cut-off: two arrays of shape ``(len(metrics), len(ks))``."""
+    if np.ndim(n_items) > 0 and np.ptp(np.asarray(n_items)) > 0:
+        raise ValueError("posterior_metric_moments takes one n_items; per-user catalogue sizes are taken by "
+                         "conditional_metrics (estimate_metric(..., target='test-users'))")
     N, _, r, ps, pr, cnt = _pairs(sampled_ranks, n_items, sample_size)
     post = rank_posterior(prior, N, ps, pr, replacement)          # (N, J)
     R = np.arange(1, N + 1)
@@ -123,7 +131,7 @@ def _posterior_draws(post, counts, n_boot, rng):
     """Global-rank histograms of ``n_boot`` draws of every user's rank from its posterior:
     (n_boot, N) counts; users sharing a pair j draw Multinomial(c_j, post[:, j]) together."""
     H = np.zeros((n_boot, post.shape[0]))
-    for j in range(post.shape[1]):
+    for j in np.flatnonzero(np.asarray(counts) > 0):
         H += rng.multinomial(int(counts[j]), post[:, j] / post[:, j].sum(), size=n_boot)
     return H
 
@@ -142,16 +150,43 @@ def _sampled_histograms(H, N, pair_size, n_boot, replacement, rng):
     return out
 
 
-def _replicate_estimates(S, N, n, metrics, ks, method, params):
+def _replicate_estimates(S, N, n, metrics, ks, method, params, pools=None):
     """The estimate of ``method`` on every row of ``S`` (histograms of sampled ranks 1..n):
     (n_boot, n_metrics, n_ks). Histogram-linear methods in one product; EM-MLE on all rows at
-    once (:func:`~.bootstrap.batch_em`); every other method replicate by replicate."""
+    once (:func:`~.bootstrap.batch_em`); every other method replicate by replicate. With per-user
+    pools (``pools`` the G distinct sizes) ``S`` is (n_boot, G, n)."""
     from . import _route, estimate_metrics
     from .corrected import CORRECTION_METHODS, corrected_metrics
-    from .distribution import cached_kernel
+    from .distribution import cached_kernel, pool_metric_matrix
 
     B, M = S.shape[0], float(S[0].sum())
     own = _route(method, params)
+    if pools is not None and method != "sampled":
+        if method in CORRECTION_METHODS and own.get("grid") in (None, False):
+            kw = {k2: v for k2, v in own.items() if k2 != "grid"}
+            if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
+                kw["n_users"] = int(M)
+            Fh = corrected_metrics(list(metrics), ks, N, n, method, pools=pools, **kw)  # (n, m, k, G)
+            return np.einsum("bgr,rmkg->bmk", S, Fh) / M
+        mle_opts = dict(own.get("mle", {}) or {})
+        mle_opts.update({k2: v for k2, v in own.items() if k2 in ("solver", "tol", "max_iter")})
+        if method == "mle" and mle_opts.get("solver", "em") == "em" and own.get("grid") in (None, False):
+            from .bootstrap import batch_em
+
+            P, _, _ = batch_em(S.sum(axis=1), cached_kernel(N, n, bool(own.get("replacement", True))),
+                               tol=mle_opts.get("tol", 1e-6), max_iter=mle_opts.get("max_iter", 10_000))
+            A = np.einsum("bN,Nmkg->bmkg", P / P.sum(axis=1, keepdims=True), pool_metric_matrix(metrics, ks, N, pools))
+            return np.einsum("bmkg,bg->bmk", A, S.sum(axis=2)) / M
+        out = np.empty((B, len(metrics), len(ks)))
+        r_support, p_support = np.tile(np.arange(1, n + 1), pools.size), np.repeat(pools, n)
+        for b in range(B):
+            c = S[b].reshape(-1).astype(np.int64)
+            est = estimate_metrics(np.repeat(r_support, c), np.repeat(p_support, c), n, metrics, ks, [method],
+                                   **params)[method]
+            out[b] = np.array([np.atleast_1d(est[m]) for m in metrics])
+        return out
+    if pools is not None:
+        S = S.sum(axis=1)
     replacement = own.get("replacement", True)
     r_support = np.arange(1, n + 1)
     if method == "sampled":
@@ -219,15 +254,29 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
                    dtype=np.float64)
     P = P / P.sum()
     post = rank_posterior(P, N, ps, pr, replacement)
-    H = _posterior_draws(post, cnt, n_boot, gen)                       # (B, N) global ranks R*
     R = np.arange(1, N + 1)
-    Fs = np.array([[metric_function(m, kk, N)(R) for kk in ks] for m in metrics])
-    T_star = np.einsum("bN,mkN->bmk", H, Fs) / r.size                  # T(R*)
-    S = _sampled_histograms(H, N, n, n_boot, replacement, gen)          # r* | R*
+    pools = None
+    if np.ndim(n_items) > 0 and np.ptp(np.asarray(n_items)) > 0:  # per-user pools: draws per pool
+        from .distribution import pool_metric_matrix
+
+        pools, g = np.unique(np.asarray(n_items, dtype=np.int64), return_inverse=True)
+        col, g = np.searchsorted(pr, r), g.reshape(-1)  # each user's pair (one n: the sorted distinct ranks)
+        Fp = pool_metric_matrix(metrics, ks, N, pools)                              # (N, m, k, G)
+        T_star, S = np.zeros((n_boot, len(metrics), len(ks))), np.zeros((n_boot, pools.size, n))
+        for j in range(pools.size):  # each pool's users: R* from the posterior, r* | R*, T(R*) in the pool
+            H = _posterior_draws(post, np.bincount(col[g == j], minlength=pr.size), n_boot, gen)
+            T_star += np.einsum("bN,Nmk->bmk", H, Fp[..., j]) / r.size
+            S[:, j] = _sampled_histograms(H, N, n, n_boot, replacement, gen)
+        Fs = np.moveaxis(Fp, 0, -1).reshape(len(metrics), len(ks), -1)  # F over every pool: its range
+    else:
+        H = _posterior_draws(post, cnt, n_boot, gen)                       # (B, N) global ranks R*
+        Fs = np.array([[metric_function(m, kk, N)(R) for kk in ks] for m in metrics])
+        T_star = np.einsum("bN,mkN->bmk", H, Fs) / r.size                  # T(R*)
+        S = _sampled_histograms(H, N, n, n_boot, replacement, gen)          # r* | R*
     z = float(stats.norm.ppf(0.5 + conf / 2))
     out: dict = {}
     for meth in methods:
-        err = _replicate_estimates(S, N, n, metrics, ks, meth, params) - T_star
+        err = _replicate_estimates(S, N, n, metrics, ks, meth, params, pools) - T_star
         half = z * np.sqrt(np.mean(err ** 2, axis=0))                         # (n_metrics, n_ks)
         out[meth] = {}
         for i, m in enumerate(metrics):
