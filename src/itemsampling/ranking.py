@@ -228,9 +228,9 @@ def shared_decoy_ranks(models, train: pd.DataFrame, test: pd.DataFrame, sample_s
     r"""Sampled ranks of several models on **one shared list of uniform decoys per test row**.
 
     The usual protocol of sampled evaluation draws the decoys once and scores every model on them:
-    Krichene & Rendle (2020, Sec. 4.2) describe it as "$m = 99$ random irrelevant items are sampled,
-    the position $\tilde{r}$ of the relevant item among this sampled subset is found, and then the
-    metrics are computed for the rank $\tilde{r}$ within the subsample", and the leave-one-out
+    Krichene & Rendle (2020, Sec. 4.2) describe it as ":math:`m = 99` random irrelevant items are
+    sampled, the position :math:`\tilde{r}` of the relevant item among this sampled subset is found,
+    and then the metrics are computed for the rank :math:`\tilde{r}` within the subsample", and the leave-one-out
     files of He et al. (2017; :func:`itemsampling.data.load_ncf`) fix one list of 99 decoys per
     user for every model; TORS (Li et al. 2024, Sec. 2.1) writes the sampled set
     :math:`I_u = \{i \sim I \setminus i_u\} \cup \{i_u\}`, :math:`|I_u| = n`, one per user.
