@@ -15,6 +15,9 @@ column             meaning
 ``rank``           sampled rank :math:`r_u \in 1..n_u` (also ``sampled_rank`` or ``r``); required
 ``sample_size``    per-user sampled-set size :math:`n_u \in 2..N` (also ``n``), for adaptive
                    sampling (TORS Sec. 6); otherwise give ``--sample-size``
+``n_items``        per-user catalogue size :math:`N_u \ge n_u` (also ``pool_size``): the pool the
+                   user's target is ranked in (e.g. all items but the user's training items);
+                   otherwise give ``--n-items``. Giving both is refused (one source of N).
 ``model``          the model that produced the rank: several models are estimated and compared
 ``user``           user id (also ``user_id``): with it, two models scored on the same users are
                    compared by a *paired* user bootstrap
@@ -63,6 +66,7 @@ DEFAULT_METHOD = "mle"
 COLUMN_ALIASES = {
     "rank": ("rank", "sampled_rank", "r"),
     "sample_size": ("sample_size", "n"),
+    "n_items": ("n_items", "pool_size"),
     "model": ("model",),
     "user": ("user", "user_id"),
 }
@@ -79,7 +83,8 @@ class RankTable:
     """The validated content of a rank file.
 
     ``ranks[model]`` is an int64 array of sampled ranks; ``sizes[model]`` an int (one sample size
-    for everybody) or an int64 array of per-user sizes; ``users[model]`` the user ids (strings) or
+    for everybody) or an int64 array of per-user sizes; ``pools[model]`` likewise the catalogue
+    size (``n_items`` is then the largest); ``users[model]`` the user ids (strings) or
     ``None`` when the file has no user column. Models keep their order of first appearance.
     """
 
@@ -88,6 +93,11 @@ class RankTable:
     ranks: dict = field(default_factory=dict)
     sizes: dict = field(default_factory=dict)
     users: dict = field(default_factory=dict)
+    pools: dict = field(default_factory=dict)
+
+    @property
+    def per_user_pools(self) -> bool:
+        return any(not isinstance(s, int) for s in self.pools.values())
 
     @property
     def models(self) -> list:
@@ -181,7 +191,7 @@ def _is_number(text) -> bool:
         return False
 
 
-def _integers(values, path, fmt, column, low, high, what, high_per_row=None):
+def _integers(values, path, fmt, column, low, high, what, high_per_row=None, per_row="this row's sample size"):
     """Parse a column of integers in ``low..high`` (or ``low..high_per_row[i]``); refuse missing,
     NaN, non-numeric, non-integer and out-of-range values, naming the first offending row."""
     import pandas as pd
@@ -223,18 +233,21 @@ def _integers(values, path, fmt, column, low, high, what, high_per_row=None):
     if bad.any():
         i = int(np.argmax(bad))
         top = hi if np.ndim(hi) == 0 else hi[i]
-        extra = "" if high_per_row is None else " (this row's sample size)"
-        fail(i, f"{num[i]:.0f} is out of range: a {what} must lie in {low}..{top}{extra}")
+        extra = "" if high_per_row is None else f" ({per_row})"
+        span = f"lie in {low}..{top}" if top < np.iinfo(np.int64).max // 4 else f"be at least {low}"
+        fail(i, f"{num[i]:.0f} is out of range: a {what} must {span}{extra}")
     return num.astype(np.int64)
 
 
-def read_rank_file(path, n_items: int, sample_size: int | None = None, fmt: str | None = None,
+def read_rank_file(path, n_items: int | None, sample_size: int | None = None, fmt: str | None = None,
                    rank_column: str | None = None, size_column: str | None = None,
-                   model_column: str | None = None, user_column: str | None = None) -> RankTable:
+                   model_column: str | None = None, user_column: str | None = None,
+                   n_items_column: str | None = None) -> RankTable:
     """Read and validate a file of sampled ranks (CSV, TSV or Parquet; see the module docstring).
 
     ``sample_size`` is the sampled-set size :math:`n` (target included) shared by every user; it
-    must be ``None`` exactly when the file has a per-user sample-size column. Raises
+    must be ``None`` exactly when the file has a per-user sample-size column; ``n_items`` likewise
+    the catalogue size, ``None`` exactly when the file has a per-user ``n_items`` column. Raises
     :class:`InputError` (a ``ValueError``) naming the file, the line or row, and the column of the
     first bad value: missing or unknown columns, an empty file, missing values, NaN, non-integer
     or out-of-range ranks and sizes, empty model names, a user listed twice for one model.
@@ -243,7 +256,7 @@ def read_rank_file(path, n_items: int, sample_size: int | None = None, fmt: str 
 
     p = Path(path)
     try:
-        N = check_int(n_items, "n_items", low=2)
+        N = None if n_items is None else check_int(n_items, "n_items", low=2)
     except ValueError as exc:
         raise InputError(f"--n-items: {exc}") from None
     if not p.exists():
@@ -259,9 +272,20 @@ def read_rank_file(path, n_items: int, sample_size: int | None = None, fmt: str 
         raise InputError(f"--format must be csv, tsv or parquet, got {fmt!r}")
     df = _read_frame(p, fmt)
     roles = _resolve_columns(p, df.columns, {"rank": rank_column, "sample_size": size_column,
-                                            "model": model_column, "user": user_column})
+                                            "model": model_column, "user": user_column, "n_items": n_items_column})
     if len(df) == 0:
         raise InputError(f"{p}: no data rows below the header (expected one row per user)")
+    if N is not None and "n_items" in roles:
+        raise InputError(f"{p}: the file has a per-user catalogue-size column {roles['n_items']!r} and --n-items "
+                         "was given too; give one of them")
+    if N is None and "n_items" not in roles:
+        raise InputError(f"--n-items is required: {p} has no per-user 'n_items' column")
+    pools = None
+    if N is None:  # per-user catalogue sizes: each >= 2 and >= the user's sample size (checked below)
+        low = 2 if sample_size is None else max(2, sample_size) if isinstance(sample_size, int) else 2
+        pools = _integers(df[roles["n_items"]], p, fmt, roles["n_items"], low, np.iinfo(np.int64).max // 4,
+                          "catalogue size" + (" (n_items >= --sample-size)" if low > 2 else ""))
+        N = int(pools.max())
     if sample_size is not None and "sample_size" in roles:
         raise InputError(f"{p}: the file has a per-user sample-size column {roles['sample_size']!r} and "
                          "--sample-size was given too; give one of them")
@@ -275,8 +299,9 @@ def read_rank_file(path, n_items: int, sample_size: int | None = None, fmt: str 
         sizes = None
         ranks = _integers(df[roles["rank"]], p, fmt, roles["rank"], 1, n, "sampled rank")
     else:
-        sizes = _integers(df[roles["sample_size"]], p, fmt, roles["sample_size"], 2, N,
-                          f"sample size (2..N = {N}, --n-items)")
+        what = f"sample size (2..N = {N}, --n-items)" if pools is None else "sample size (2..n_items of the row)"
+        sizes = _integers(df[roles["sample_size"]], p, fmt, roles["sample_size"], 2, N if pools is None else None,
+                          what, high_per_row=pools, per_row="this row's n_items")
         ranks = _integers(df[roles["rank"]], p, fmt, roles["rank"], 1, None, "sampled rank", high_per_row=sizes)
 
     def labels(role):
@@ -308,6 +333,8 @@ def read_rank_file(path, n_items: int, sample_size: int | None = None, fmt: str 
         else:
             s = sizes[sel]
             table.sizes[m] = int(s[0]) if np.all(s == s[0]) else s
+        table.pools[m] = N if pools is None else (int(pools[sel][0]) if np.all(pools[sel] == pools[sel][0])
+                                                  else pools[sel])
         table.users[m] = users[sel] if users is not None else None
     return table
 
@@ -395,7 +422,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     ``default_rng([seed, 2, g, model index])``); the comparisons stay user-bootstrap intervals.
     """
     from ._validation import ResolutionWarning
-    from .estimators import METHODS, PER_USER_SIZE_METHODS, estimate_metrics, resolution_note
+    from .estimators import METHODS, PER_USER_SIZE_METHODS, POOL_METHODS, estimate_metrics, resolution_note
     from .estimators.bootstrap import bootstrap_models
     from .metrics import canonical_metric
 
@@ -414,6 +441,14 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     if table.per_user_sizes and method not in PER_USER_SIZE_METHODS:
         raise InputError(f"{table.path} has per-user sample sizes (adaptive sampling); only --method "
                          f"{' or '.join(PER_USER_SIZE_METHODS)} can use them, got {method!r}")
+    if table.per_user_pools and method not in POOL_METHODS:
+        raise InputError(f"{table.path} has per-user catalogue sizes (n_items column); --method {method!r} needs one "
+                         f"--n-items; methods that take per-user sizes: {', '.join(POOL_METHODS)}")
+    if table.per_user_pools and params.get("replacement", True) is False:
+        raise InputError(f"{table.path} has per-user catalogue sizes (n_items column), which need decoys drawn with "
+                         "replacement (the without-replacement kernel depends on each pool); drop --without-replacement "
+                         "or give one --n-items")
+    pools = dict(table.pools) if table.pools else {m: table.n_items for m in table.models}
     metrics = list(dict.fromkeys(canonical_metric(m) for m in metrics))
     topk = [m for m in metrics if m != "auc"]
     ks = list(dict.fromkeys(ks))
@@ -428,7 +463,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
         # every metric, cut-off and pairwise comparison of the group (bootstrap_models)
         with warnings.catch_warnings():  # the resolution note is printed once, under the table
             warnings.simplefilter("ignore", ResolutionWarning)
-            res = bootstrap_models(table.ranks, N, table.sizes, group, kk, method, ci=ci, n_boot=n_boot,
+            res = bootstrap_models(table.ranks, pools, table.sizes, group, kk, method, ci=ci, n_boot=n_boot,
                                    rng=np.random.default_rng([seed, g]), users=users if paired_any else None,
                                    progress=say, **params)
         for im, model in enumerate(table.models):
@@ -440,7 +475,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                 say(f"      test-users intervals of {model} ({n_boot} parametric replicates)")
                 with warnings.catch_warnings():  # the resolution note is printed under the table
                     warnings.simplefilter("ignore", ResolutionWarning)
-                    cond = conditional_metrics(r, N, n, group, kk, [method], ci=ci,
+                    cond = conditional_metrics(r, pools[model], n, group, kk, [method], ci=ci,
                                                n_boot=n_boot, rng=np.random.default_rng([seed, 2, g, im]),
                                                **params)[method]
             for metric in group:
@@ -470,13 +505,17 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     comparisons.sort(key=lambda c: (order[c["model_a"]], order[c["model_b"]]))
     say(f"      done in {time.perf_counter() - t0:.1f} s")
     return {
-        "file": table.path, "n_items": N,
+        "file": table.path,
+        "n_items": N if not table.per_user_pools else "per-user",
         "sample_size": (next(iter(table.sizes.values())) if not table.per_user_sizes else "per-user"),
         "method": method, "parameters": {k: v for k, v in params.items()},
         "confidence": ci, "n_boot": n_boot, "seed": seed, "target": target,
         "models": {m: {"n_users": int(table.ranks[m].size),
                        "sample_size": (s if isinstance(s, int) else {"min": int(s.min()), "max": int(s.max()),
-                                                                       "mean": float(s.mean())})}
+                                                                       "mean": float(s.mean())}),
+                       "n_items": (pools[m] if isinstance(pools[m], int) else
+                                   {"min": int(pools[m].min()), "max": int(pools[m].max()),
+                                    "mean": float(pools[m].mean())})}
                    for m, s in table.sizes.items()},
         "estimates": rows, "comparisons": comparisons,
         "notes": [note for note in (resolution_note(N, s, ks) for s in table.sizes.values()) if note][:1]
@@ -496,7 +535,9 @@ def format_report(result: dict) -> str:
     """The plain-text report: one table of estimates and one of comparisons with verdicts."""
     pct = f"{100 * result['confidence']:g}%"
     n = result["sample_size"]
-    lines = [f"{result['file']}: N = {result['n_items']:,} items, "
+    N = result["n_items"]
+    lines = [f"{result['file']}: " + (f"N = {N:,} items, " if N != "per-user" else
+                                      "per-user catalogue sizes N_u (n_items column), ")
              + (f"n = {n} sampled items per user (target included)" if n != "per-user"
                 else "per-user sample sizes (adaptive sampling)"),
              "  " + "; ".join(f"{m}: M = {d['n_users']:,} users" for m, d in result["models"].items()),
@@ -577,7 +618,8 @@ def _build_parser():
             "Estimate global top-K metrics, with user-bootstrap confidence intervals, from a file of\n"
             "per-user sampled ranks (CSV, TSV or Parquet with a header row), and tell whether models differ.\n\n"
             "Columns: rank (1-based rank of the held-out item among the n sampled items; required),\n"
-            "sample_size (per-user n for adaptive sampling; else give --sample-size), model (several\n"
+            "sample_size (per-user n for adaptive sampling; else give --sample-size), n_items (per-user\n"
+            "catalogue size N_u, e.g. all items but the user's training items; else give --n-items), model (several\n"
             "models are estimated and compared), user (same users for two models: paired comparison).\n\n"
             f"Default method: {DEFAULT_METHOD} — the global rank distribution learnt by EM (Jin et al. 2021),\n"
             "the most accurate tuning-free estimator in the book's chapters 6-7, one fit for every metric\n"
@@ -587,7 +629,8 @@ def _build_parser():
         epilog="example: python -m itemsampling estimate ranks.csv --n-items 3706 --sample-size 100 "
                "--metric ndcg recall --k 10 20")
     e.add_argument("file", help="CSV (.csv), TSV (.tsv) or Parquet (.parquet) file of sampled ranks")
-    e.add_argument("--n-items", type=int, required=True, metavar="N", help="catalogue size N (>= 2)")
+    e.add_argument("--n-items", type=int, default=None, metavar="N",
+                   help="catalogue size N (>= 2); omit when the file has a per-user n_items column")
     e.add_argument("--sample-size", type=int, default=None, metavar="n",
                    help="sampled-set size n, target included (n - 1 decoys), 2..N; omit when the file has a "
                         "sample_size column")
@@ -613,6 +656,8 @@ def _build_parser():
                    help="file format (default: from the extension)")
     e.add_argument("--rank-column", default=None, help="name of the rank column (default: rank, sampled_rank or r)")
     e.add_argument("--size-column", default=None, help="name of the per-user sample-size column (default: sample_size or n)")
+    e.add_argument("--n-items-column", default=None,
+                   help="name of the per-user catalogue-size column (default: n_items or pool_size)")
     e.add_argument("--model-column", default=None, help="name of the model column (default: model)")
     e.add_argument("--user-column", default=None, help="name of the user column (default: user or user_id)")
     e.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -634,6 +679,8 @@ def _estimate(args) -> int:
         raise InputError(f"--n-boot must be an integer >= 2, got {args.n_boot}")
     if args.weighted and args.target != "population":
         raise InputError("--target test-users is not available with --weighted (popularity-weighted decoys)")
+    if args.weighted and args.n_items is None:
+        raise InputError("--n-items is required with --weighted")
     if args.weighted:
         from .estimators.weighted import estimate_weighted_file
 
@@ -653,7 +700,8 @@ def _estimate(args) -> int:
         params["replacement"] = False
     table = read_rank_file(args.file, args.n_items, args.sample_size, fmt=args.format,
                            rank_column=args.rank_column, size_column=args.size_column,
-                           model_column=args.model_column, user_column=args.user_column)
+                           model_column=args.model_column, user_column=args.user_column,
+                           n_items_column=args.n_items_column)
     progress = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     result = estimate_table(table, args.metric, args.k, args.method, args.ci, args.n_boot, args.seed,
                             progress=progress, target=args.target, **params)
