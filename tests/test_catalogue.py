@@ -121,3 +121,97 @@ def test_adaptive_against_fixed_reproducible_and_parallel():
     truth = metric_curve(ranks["b"], "recall", ks, n_items=N)
     assert one["b"]["adaptive"][1] == pytest.approx(C.relative_error([ad], truth)[0], rel=1e-12)
     assert one["b"]["mean_size"][1] == size
+
+
+def _beta_ranks(N, M, shapes, seed=0):
+    g = np.random.default_rng(seed)
+    return {f"m{j}": np.minimum(N, 1 + np.floor((N - 1) * g.beta(a, 1.5, size=M))).astype(np.int64)
+            for j, a in enumerate(shapes)}
+
+
+@pytest.mark.filterwarnings("ignore:cut-off K")  # below one kernel width, as in the chapter
+def test_user_against_item_is_the_straightforward_loop():
+    """Every column recomputed with the documented seeds through the public API: the item-sampling
+    columns with estimate_metrics on the same draws, the user samples with metric_curve (not the
+    histogram-times-F(R) product the function uses)."""
+    from itemsampling.estimators import estimate_metrics
+    from itemsampling.metrics import metric_curve
+    from itemsampling.sampling import adaptive_sample_ranks, sample_ranks
+
+    N, M, seed = 300, 1500, 7
+    ranks = _beta_ranks(N, M, (0.3, 0.6))
+    ks = np.arange(1, 11)
+    out = C.user_against_item(ranks, N, [20, 40], 5, 40, [100, 400], 200, 3, ks, rng=seed, grid=False)
+    both = ["recall", "ndcg"]
+    for i, (name, R) in enumerate(ranks.items()):
+        truth = {m: metric_curve(R, m, ks) for m in both}
+        errs = out[name]["errors"]
+        assert list(errs["recall"]) == ["item 20", "item 40", "adaptive MLE", "user 100", "user 400", "user 200 + item 100"]
+        for j in range(3):
+            for c, n in enumerate([20, 40]):
+                r = sample_ranks(R, N, n, np.random.default_rng([seed, i, j, c]))
+                est = estimate_metrics(r, N, n, both, ks, ["mn_mes"], eta=0.01, grid=False)["mn_mes"]
+                for m in both:
+                    assert errs[m][f"item {n}"][j] == pytest.approx(
+                        100 * np.mean(np.abs(est[m] - truth[m]) / truth[m]), rel=1e-12)
+            g = np.random.default_rng([seed, i, j, 2])
+            ra, sa = adaptive_sample_ranks(R, N, 5, 40, g)
+            est = estimate_metrics(ra, N, sa, both, ks, ["mle"], grid=False)["mle"]
+            assert errs["ndcg"]["adaptive MLE"][j] == pytest.approx(
+                100 * np.mean(np.abs(est["ndcg"] - truth["ndcg"]) / truth["ndcg"]), rel=1e-12)
+            assert out[name]["adaptive_size"][j] == pytest.approx(sa.mean())
+            g = np.random.default_rng([seed, i, j, 3])
+            users = R[g.choice(M, size=200, replace=False)]
+            r = sample_ranks(users, N, 100, g)
+            est = estimate_metrics(r, N, 100, both, ks, ["mn_mes"], eta=0.01, grid=False)["mn_mes"]
+            assert errs["recall"]["user 200 + item 100"][j] == pytest.approx(
+                100 * np.mean(np.abs(est["recall"] - truth["recall"]) / truth["recall"]), rel=1e-12)
+            g = np.random.default_rng([seed, i, j, 4])
+            for m_users in (100, 400):
+                sub = R[g.choice(M, size=m_users, replace=False)]
+                for m in both:
+                    exp = 100 * np.mean(np.abs(metric_curve(sub, m, ks) - truth[m]) / truth[m])
+                    assert errs[m][f"user {m_users}"][j] == pytest.approx(exp, rel=1e-10)
+    # the same numbers in two worker processes
+    two = C.user_against_item(ranks, N, [20, 40], 5, 40, [100, 400], 200, 3, ks, rng=seed, grid=False, n_jobs=2)
+    for name in ranks:
+        for m in both:
+            for c, v in out[name]["errors"][m].items():
+                assert np.array_equal(v, two[name]["errors"][m][c]), (name, m, c)
+
+
+def test_user_sampling_error_follows_eq46():
+    """The mean relative error of user sampling over many repeats is Eq. 46's sqrt(2/pi) sd / T
+    (normal approximation, finite-population correction) where m p_K is large."""
+    from itemsampling.metrics import metric_values
+
+    N, M = 200, 4000
+    ranks = _beta_ranks(N, M, (0.15,), seed=3)  # Recall@K between about 0.4 and 0.7 for K = 5..10
+    R = ranks["m0"]
+    ks = np.arange(5, 11)
+    out = C.user_against_item(ranks, N, [20], 4, 32, [200, 800], 100, 150, ks, metrics=["recall"], rng=1)
+    errs = out["m0"]["errors"]["recall"]
+    for m in (200, 800):
+        pred = []
+        for k in ks:
+            x = metric_values(R, "recall", int(k))
+            pred.append(np.sqrt(2 / np.pi) * x.std() * np.sqrt((1 - m / M) / m) / x.mean())
+        got, se = errs[f"user {m}"].mean(), errs[f"user {m}"].std(ddof=1) / np.sqrt(150)
+        assert abs(got - 100 * np.mean(pred)) <= 3 * se + 0.03 * got, (m, got, 100 * np.mean(pred))
+    # four times the users: half the error (Eq. 46 with the finite-population correction)
+    ratio = errs["user 200"].mean() / errs["user 800"].mean()
+    assert ratio == pytest.approx(np.sqrt((1 / 200 - 1 / M) / (1 / 800 - 1 / M)), rel=0.1)
+
+
+def test_user_against_item_bad_input():
+    ranks = _beta_ranks(100, 300, (0.5,))
+    with pytest.raises(ValueError, match="user_counts must be"):
+        C.user_against_item(ranks, 100, [20], 4, 32, [301], 100, 2, [1, 2])
+    with pytest.raises(ValueError, match="max_size must be"):
+        C.user_against_item(ranks, 100, [20], 40, 32, [50], 100, 2, [1, 2])
+    with pytest.raises(ValueError, match="ks must be"):
+        C.user_against_item(ranks, 100, [20], 4, 32, [50], 100, 2, [])
+    with pytest.raises(ValueError, match="n_repeats must be"):
+        C.user_against_item(ranks, 100, [20], 4, 32, [50], 100, 0, [1, 2])
+    with pytest.raises(ValueError, match=r"global_ranks\['m0'\] must be"):
+        C.user_against_item({"m0": np.array([0, 5])}, 100, [20], 4, 32, [1], 1, 2, [1, 2])

@@ -17,7 +17,7 @@ among the items outside the user's training set (``exclude_train=True`` of
 :func:`itemsampling.ranking.global_ranks`), ties broken at random. Scores are computed in chunks of
 users (float32 products, memory ``chunk x N``), never the :math:`M\times N` matrix. Results are
 cached under ``data/cache/ranks/<dataset>/`` keyed on the dataset's configuration, the model,
-``rng`` and this module's source.
+``rng`` and the source of the functions that compute them.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from ._validation import check_bool, check_int
 from .data import CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, load_dataset, load_npz, stable_hash
 
-__all__ = ["catalogue_ranks", "catalogue_split", "CATALOGUE_MODELS"]
+__all__ = ["catalogue_ranks", "catalogue_split", "user_against_item", "CATALOGUE_MODELS"]
 
 #: The default models at catalogue scale.
 CATALOGUE_MODELS = ("popular", "svd4", "svd16", "svd64", "svd128")
@@ -134,7 +134,10 @@ def catalogue_ranks(dataset: str, models=CATALOGUE_MODELS, rng: int = 0, chunk: 
     if not isinstance(dataset, str) or dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {dataset!r}")
     config = dict(DATASETS[dataset].__dict__)
-    code = stable_hash(inspect.getsource(inspect.getmodule(catalogue_ranks)))
+    # keyed on the code that computes the ranks (not the whole module: the summaries below do not
+    # change them)
+    code = stable_hash([inspect.getsource(f) for f in (catalogue_split, _item_factors, _ranks_from_scores,
+                                                        _model_ranks, catalogue_ranks)])
     out, seconds, split, pools = {}, {}, None, None
     for name in names:
         key = stable_hash({"v": CACHE_VERSION, "code": code, "dataset": dataset, "config": config, "model": name,
@@ -295,3 +298,162 @@ def scaled_sizes(n_items: int, max_k: int = 50) -> tuple[int, int, int]:
         n0, n_max = 2, 1 << (N.bit_length() - 1)
     frac = float(np.mean([500 / 9_916, 500 / 25_815, 1_000 / 20_720]))
     return int(n0), int(n_max), int(max(2, min(N, round(frac * N))))
+
+
+# ---------------------------------------------------------------------------------------------
+# TORS Tables 8-9: user sampling against item sampling (chapter 9)
+# ---------------------------------------------------------------------------------------------
+def _metric_table(metrics, ks, n_items: int) -> np.ndarray:
+    r""":math:`F(R)` for every global rank :math:`R = 0..N` (row 0 unused, zero), every metric and
+    cut-off: shape (N + 1, len(metrics) * len(ks)). The metric of a set of users is the histogram of
+    their ranks times this table (one row per distinct rank, however many users share it)."""
+    from .metrics import metric_function
+
+    R = np.arange(1, n_items + 1)
+    F = np.zeros((n_items + 1, len(metrics) * len(ks)))
+    for a, met in enumerate(metrics):
+        for b, k in enumerate(ks):
+            F[1:, a * len(ks) + b] = metric_function(met, int(k), n_items)(R)
+    return F
+
+
+def _item_column(R, N, column, seeds, metrics, ks, eta, grid):
+    """One item-sampling column of :func:`user_against_item` for one model and a block of repeats
+    (one seed each): ``(estimates (repeats, len(metrics), len(ks)), average sampled-set sizes)``.
+    ``column`` is ``("item", n)``, ``("adaptive", n_0, n_max)`` or ``("combined", m, n)``. A block
+    runs one column only, so the estimators' kernels (a small LRU cache per process) are computed
+    once per block, not once per repeat."""
+    import warnings
+
+    from . import estimators as est
+    from ._validation import ResolutionWarning
+    from .sampling import adaptive_sample_ranks, sample_ranks
+
+    kind = column[0]
+    out = np.empty((len(seeds), len(metrics), len(ks)))
+    sizes = np.empty(len(seeds))
+    with warnings.catch_warnings():
+        # cut-offs below one kernel width N/(n-1): the table measures what that costs
+        warnings.simplefilter("ignore", ResolutionWarning)
+        for b, seed in enumerate(seeds):
+            gen = np.random.default_rng(seed)
+            if kind == "adaptive":
+                r, n = adaptive_sample_ranks(R, N, column[1], column[2], gen)
+                res = est.estimate_metrics(r, N, n, metrics, ks, ["mle"], grid=grid)["mle"]
+                sizes[b] = float(np.mean(n))
+            else:
+                users = R if kind == "item" else R[gen.choice(R.size, size=column[1], replace=False)]
+                n = column[-1]
+                r = sample_ranks(users, N, n, gen)
+                res = est.estimate_metrics(r, N, n, metrics, ks, ["mn_mes"], eta=eta, grid=grid)["mn_mes"]
+                sizes[b] = n
+            out[b] = np.array([res[m] for m in metrics])
+    return out, sizes
+
+
+def user_against_item(global_ranks, n_items: int, item_sizes, initial_size: int, max_size: int, user_counts,
+                      combined_users: int, n_repeats: int, ks, metrics=("recall", "ndcg"), combined_size: int = 100,
+                      rng=0, eta: float = 0.01, grid=True, n_jobs: int = 1) -> dict:
+    r"""TORS Tables 8-9 (Sec. 8.6) per model: in each of ``n_repeats`` repeats, the relative error
+    (:func:`relative_error`, %) of
+
+    * ``"item n"``: MN_MES (prior by MES, ``eta``) on one fixed-size sample of ``n`` items per user
+      for every ``n`` in ``item_sizes`` (decoys with replacement);
+    * ``"adaptive MLE"``: adaptive sampling (TORS Algorithm 1, :math:`n_0` = ``initial_size`` to
+      :math:`n_{max}` = ``max_size``) estimated by adaptive MLE (EM of Appendix H);
+    * ``"user m"``: user sampling, ``m`` users drawn without replacement and every item ranked, the
+      metric their plain mean (TORS Eq. 45), for every ``m`` in ``user_counts``;
+    * ``"user m + item n"``: ``combined_users`` users drawn without replacement, then MN_MES on
+      ``combined_size`` sampled items,
+
+    for each metric in ``metrics`` at the cut-offs ``ks``, against the exact metric of all users.
+
+    Speed: the item-sampling estimators run on the catalogue-scale grid (``grid=True``, passed to
+    :func:`itemsampling.estimators.estimate_metrics`; ``None`` or ``False`` for the dense ones),
+    column by column over blocks of repeats (so that the estimators' cached kernels are reused
+    across repeats), in ``n_jobs`` worker processes (joblib, one BLAS thread each). User sampling
+    needs no estimator: a sample's metric is the histogram of its users' global ranks times the
+    table of :math:`F(R)`, so all repeats of a model are one bincount and one matrix product, and
+    the truth is the same product on every user.
+
+    Draws: column ``c`` (in the order above: item sizes, adaptive, combined) of repeat ``j`` of the
+    ``i``-th model uses ``numpy.random.default_rng([seed, i, j, c])``, the user samples of that
+    repeat ``default_rng([seed, i, j, len(item_sizes) + 2])`` (one sample per count, in the order
+    of ``user_counts``); ``rng`` is a non-negative int seed or a Generator from which one is drawn.
+    The result does not depend on ``n_jobs``.
+
+    Returns ``{model: {"errors": {metric: {column: (n_repeats,) errors in %}}, "adaptive_size":
+    (n_repeats,) average adaptive sizes}}``, columns named as above (``"user 1,000"``, ...)."""
+    from ._validation import check_real
+
+    N = check_int(n_items, "n_items", low=2)
+    n_repeats = check_int(n_repeats, "n_repeats", low=1)
+    n_jobs = check_int(n_jobs, "n_jobs", low=1)
+    n0 = check_int(initial_size, "initial_size", low=2, high=N)
+    n_max = check_int(max_size, "max_size", low=n0, high=N)
+    sizes = [check_int(n, "item_sizes", low=2, high=N) for n in np.atleast_1d(item_sizes).tolist()]
+    combined_size = check_int(combined_size, "combined_size", low=2, high=N)
+    eta = check_real(eta, "eta", low=0.0)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    if not metrics or not sizes:
+        raise ValueError("metrics and item_sizes must not be empty")
+    ks = np.asarray(ks, dtype=np.int64)
+    if ks.ndim != 1 or ks.size == 0 or ks.min() < 1:
+        raise ValueError(f"ks must be a non-empty sequence of cut-offs >= 1, got {ks!r}")
+    seed = int(rng.integers(2**62)) if isinstance(rng, np.random.Generator) else check_int(rng, "rng", low=0)
+    ranks = [np.asarray(R, dtype=np.int64) for R in global_ranks.values()]
+    if not ranks:
+        raise ValueError("global_ranks must hold at least one model")
+    for name, R in zip(global_ranks, ranks):
+        if R.ndim != 1 or R.size == 0 or R.min() < 1 or R.max() > N:
+            raise ValueError(f"global_ranks[{name!r}] must be a non-empty array of ranks in 1..{N}")
+    M = min(R.size for R in ranks)
+    counts = [check_int(m, "user_counts", low=1, high=M) for m in np.atleast_1d(user_counts).tolist()]
+    combined_users = check_int(combined_users, "combined_users", low=1, high=M)
+
+    columns = [("item", n) for n in sizes] + [("adaptive", n0, n_max), ("combined", combined_users, combined_size)]
+    names = [f"item {n}" for n in sizes] + ["adaptive MLE", f"user {combined_users:,} + item {combined_size}"]
+    # blocks of repeats: few enough to reuse kernels, enough to keep n_jobs workers busy to the end
+    n_blocks = max(1, min(n_repeats, -(-16 * n_jobs // (len(ranks) * len(columns))))) if n_jobs > 1 else 1
+    block = -(-n_repeats // n_blocks)
+    tasks = [(i, c, list(range(lo, min(lo + block, n_repeats))))
+             for i in range(len(ranks)) for c in range(len(columns)) for lo in range(0, n_repeats, block)]
+    args = [(ranks[i], N, columns[c], [[seed, i, j, c] for j in reps], metrics, ks, eta, grid) for i, c, reps in tasks]
+    if n_jobs == 1:
+        parts = [_blas1(_item_column, *a) for a in args]
+    else:
+        from joblib import Parallel, delayed
+
+        parts = Parallel(n_jobs=n_jobs)(delayed(_blas1)(_item_column, *a) for a in args)
+    done = [{} for _ in ranks]
+    for (i, c, _), part in zip(tasks, parts):
+        done[i].setdefault(names[c], []).append(part)
+    done = [{c: (np.concatenate([p[0] for p in ps]), np.concatenate([p[1] for p in ps])) for c, ps in d.items()}
+            for d in done]
+    return _blas1(_user_columns, global_ranks, ranks, done, N, metrics, ks, counts, names, n_repeats, seed,
+                  len(sizes) + 2)
+
+
+def _user_columns(global_ranks, ranks, done, N, metrics, ks, counts, names, n_repeats, seed, stream):
+    """The user-sampling columns of :func:`user_against_item` beside the item-sampling ones
+    (``done``: per model, {column: (estimates, sizes)}), all as relative errors (one BLAS thread:
+    small products, and switching thread counts in the main process costs more than they do)."""
+    F = _metric_table(metrics, ks, N)
+    shape = (len(metrics), ks.size)
+    out = {}
+    for i, model in enumerate(global_ranks):
+        R = ranks[i]
+        truth = (np.bincount(R, minlength=N + 1).astype(np.float64) @ F / R.size).reshape(shape)
+        cols = {c: est for c, (est, _) in done[i].items()}  # (repeats, metrics, ks)
+        gens = [np.random.default_rng([seed, i, j, stream]) for j in range(n_repeats)]
+        for m in counts:
+            # every repeat's sample at once: one histogram row per repeat, times the F(R) table
+            idx = np.stack([g.choice(R.size, size=m, replace=False) for g in gens])
+            flat = (np.arange(n_repeats)[:, None] * (N + 1) + R[idx]).ravel()
+            hist = np.bincount(flat, minlength=n_repeats * (N + 1)).reshape(n_repeats, N + 1)
+            cols[f"user {m:,}"] = (hist.astype(np.float64) @ F / m).reshape(n_repeats, *shape)
+        order = names[:-2] + [names[-2]] + [f"user {m:,}" for m in counts] + [names[-1]]
+        out[model] = {"errors": {met: {c: relative_error(cols[c][:, a, :], truth[a]) for c in order}
+                                 for a, met in enumerate(metrics)},
+                      "adaptive_size": done[i]["adaptive MLE"][1]}
+    return out
