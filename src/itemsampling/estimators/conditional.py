@@ -150,6 +150,34 @@ def _sampled_histograms(H, N, pair_size, n_boot, replacement, rng):
     return out
 
 
+def _pool_draws(post, col, g, Fp, n, n_boot, replacement, rng):
+    r"""Per-user pools: every user's :math:`R^*_u` from the posterior of its pair ``col[u]`` (by
+    inversion of the posterior CDF), :math:`T(R^*) = \frac1M\sum_u F_{N_u}(R_u(R^*_u))` with the
+    user's pool ``g[u]`` (``Fp`` from :func:`.distribution.pool_metric_matrix`), and fresh
+    :math:`r^*_u \mid R^*_u` (pool-free kernel): ``T*`` (n_boot, m, k) and the (n_boot, G, n)
+    histograms of (pool, r*). Replicates are drawn in chunks of bounded memory."""
+    from ..sampling import sample_ranks
+
+    N, M, G = post.shape[0], col.size, Fp.shape[-1]
+    cdf = np.cumsum(post, axis=0)
+    cdf /= cdf[-1]
+    T_star = np.zeros((n_boot,) + Fp.shape[1:3])
+    S = np.zeros((n_boot, G, n))
+    step = max(1, int(2e6 // M))
+    for b0 in range(0, n_boot, step):
+        B = min(step, n_boot - b0)
+        U = rng.random((B, M))
+        Rs = np.empty((B, M), dtype=np.int64)
+        for j in np.unique(col):
+            users = np.flatnonzero(col == j)
+            Rs[:, users] = 1 + np.minimum(np.searchsorted(cdf[:, j], U[:, users], side="right"), N - 1)
+        T_star[b0:b0 + B] = Fp[Rs - 1, :, :, g[None, :]].sum(axis=1) / M
+        rs = sample_ranks(Rs.reshape(-1), N, n, rng=rng, replacement=replacement).reshape(B, M)
+        for i in range(B):
+            S[b0 + i] = np.bincount(g * n + rs[i] - 1, minlength=G * n).reshape(G, n)
+    return T_star, S
+
+
 def _replicate_estimates(S, N, n, metrics, ks, method, params, pools=None):
     """The estimate of ``method`` on every row of ``S`` (histograms of sampled ranks 1..n):
     (n_boot, n_metrics, n_ks). Histogram-linear methods in one product; EM-MLE on all rows at
@@ -262,11 +290,7 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
         pools, g = np.unique(np.asarray(n_items, dtype=np.int64), return_inverse=True)
         col, g = np.searchsorted(pr, r), g.reshape(-1)  # each user's pair (one n: the sorted distinct ranks)
         Fp = pool_metric_matrix(metrics, ks, N, pools)                              # (N, m, k, G)
-        T_star, S = np.zeros((n_boot, len(metrics), len(ks))), np.zeros((n_boot, pools.size, n))
-        for j in range(pools.size):  # each pool's users: R* from the posterior, r* | R*, T(R*) in the pool
-            H = _posterior_draws(post, np.bincount(col[g == j], minlength=pr.size), n_boot, gen)
-            T_star += np.einsum("bN,Nmk->bmk", H, Fp[..., j]) / r.size
-            S[:, j] = _sampled_histograms(H, N, n, n_boot, replacement, gen)
+        T_star, S = _pool_draws(post, col, g, Fp, n, n_boot, replacement, gen)
         Fs = np.moveaxis(Fp, 0, -1).reshape(len(metrics), len(ks), -1)  # F over every pool: its range
     else:
         H = _posterior_draws(post, cnt, n_boot, gen)                       # (B, N) global ranks R*
