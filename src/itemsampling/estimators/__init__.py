@@ -227,8 +227,7 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
             from .distribution import pool_metric_matrix
 
             w = np.unique(pools, return_counts=True)[1] / r.size
-            return np.tensordot(pool_metric_matrix(metrics, ks, N, gp), w, axes=(3, 0)).reshape(N, -1).T.dot(P) \
-                .reshape(len(metrics), len(ks))
+            return (P @ pool_metric_matrix(metrics, ks, N, gp, w).reshape(N, -1)).reshape(len(metrics), len(ks))
         return np.array([np.atleast_1d(metric_from_distribution(P, m, ks)) for m in metrics])
     if "prior" in corr:
         raise ValueError(f"method {method!r} estimates its own prior; do not pass prior")

@@ -311,9 +311,11 @@ class _PoolTargets(_Targets):
     def kernel_rhs(self, n_items, sample_size, replacement, weights) -> np.ndarray:
         F = self.matrix()
         out = np.zeros((sample_size, F.shape[1]))
+        last = int(np.flatnonzero(F.any(axis=1))[-1]) if F.any() else -1  # cut-off metrics vanish below
         with _blas_threads(n_items, sample_size):
             for start, stop, lo, hi, B in _banded_kernel(n_items, sample_size, replacement):
-                out[lo:hi] += B.T @ (weights[start:stop, None] * F[start:stop])
+                if start <= last:
+                    out[lo:hi] += B.T @ (weights[start:stop, None] * F[start:stop])
         return out
 
 

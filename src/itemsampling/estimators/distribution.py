@@ -123,7 +123,7 @@ from .._validation import (
     check_sample_sizes, check_sizes,
 )
 from ..kernel import kernel
-from ..metrics import metric_function
+from ..metrics import canonical_metric, metric_function
 
 __all__ = [
     "DISTRIBUTION_METHODS",
@@ -688,31 +688,46 @@ def _pool_reference(sampled_ranks, n_items, sample_size, replacement, method=Non
     return int(np.max(pools))
 
 
-def pool_rank_map(n_items: int, pool: int) -> np.ndarray:
+def pool_rank_map(n_items: int, pool) -> np.ndarray:
     r"""The rank in a pool of :math:`N_u` items of each point of the common grid of rank fractions
     :math:`t = (R-1)/(N-1)`, :math:`R = 1..N` (:math:`N` = the largest pool):
     :math:`R_u(R) = 1 + \mathrm{round}\bigl(t\,(N_u - 1)\bigr)` (halves rounded up), an int64 array
-    of length :math:`N` onto :math:`1..N_u`; the identity when :math:`N_u = N`."""
+    of length :math:`N` onto :math:`1..N_u`; the identity when :math:`N_u = N`. With an array of
+    pools, one column per pool: shape ``(N, len(pool))``."""
     N = check_int(n_items, "n_items", low=2)
-    Nu = check_int(pool, "pool", low=2, high=N)
-    j = np.arange(N, dtype=np.int64)
+    if np.ndim(pool) == 0:
+        Nu = np.int64(check_int(pool, "pool", low=2, high=N))
+    else:
+        Nu = check_ranks(pool, "pool", high=N)[None, :]
+        if Nu.min() < 2:
+            raise ValueError(f"pool must hold catalogue sizes in 2..{N}, got {Nu.min()}")
+    j = np.arange(N, dtype=np.int64)[:, None] if np.ndim(pool) else np.arange(N, dtype=np.int64)
     return 1 + (2 * j * (Nu - 1) + (N - 1)) // (2 * (N - 1))
 
 
-def pool_metric_matrix(metrics, ks, n_items: int, pools) -> np.ndarray:
+def pool_metric_matrix(metrics, ks, n_items: int, pools, weights=None) -> np.ndarray:
     r""":math:`F(R_u(R))` on the common grid :math:`R = 1..N` for each distinct pool :math:`N_g` in
     ``pools`` (:func:`pool_rank_map`): an array ``(N, len(metrics), len(ks), len(pools))``, each
-    metric evaluated in the pool's own catalogue (e.g. AUC :math:`(N_g - R_g)/(N_g - 1)`)."""
+    metric evaluated in the pool's own catalogue (e.g. AUC :math:`(N_g - R_g)/(N_g - 1)`). With
+    ``weights`` (one per pool, e.g. :math:`M_g/M`) the weighted sum over the pools,
+    :math:`\bar F(R) = \sum_g w_g F_{N_g}(R_g(R))`, shape ``(N, len(metrics), len(ks))``."""
     N = check_int(n_items, "n_items", low=2)
     pools = np.atleast_1d(np.asarray(pools, dtype=np.int64))
-    check_memory(8.0 * N * len(metrics) * len(ks) * pools.size, f"metric values over {pools.size} catalogue sizes",
-                 "n_items")
-    out = np.empty((N, len(metrics), len(ks), pools.size))
-    for g, Ng in enumerate(pools):
-        Rg = pool_rank_map(N, int(Ng))
-        for i, m in enumerate(metrics):
-            for j, k in enumerate(ks):
-                out[:, i, j, g] = metric_function(m, k, int(Ng))(Rg)
+    G = 1 if weights is not None else pools.size
+    check_memory(8.0 * N * (len(metrics) * len(ks) * G + 2 * pools.size), f"metric values over {pools.size} "
+                 "catalogue sizes", "n_items")
+    Rg = pool_rank_map(N, pools)  # (N, G)
+    out = np.empty((N, len(metrics), len(ks)) + (() if weights is not None else (pools.size,)))
+    for i, m in enumerate(metrics):
+        for j, k in enumerate(ks):
+            if canonical_metric(m) == "auc" or (canonical_metric(m) == "precision" and k is None):
+                F = np.column_stack([metric_function(m, k, int(g))(Rg[:, c]) for c, g in enumerate(pools)])
+            else:  # F(R) does not involve the catalogue size: all pools in one call, and with a
+                # cut-off only the rows some pool maps to a rank <= K (the smallest pool maps highest)
+                top = N if k is None else int(np.searchsorted(Rg[:, int(np.argmin(pools))], k, side="right"))
+                F = np.zeros((N, pools.size))
+                F[:top] = metric_function(m, k, N)(Rg[:top])
+            out[:, i, j] = F if weights is None else F @ np.asarray(weights, dtype=np.float64)
     return out
 
 
