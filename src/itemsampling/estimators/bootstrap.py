@@ -173,9 +173,9 @@ def _pair_table(r: np.ndarray, sizes, pools=None):
     catalogue sizes ``pools`` the distinct triples ``(N_u, n_u, r_u)`` and, fifth, each triple's pool."""
     if pools is not None:
         sz = np.full(r.size, sizes, dtype=np.int64) if isinstance(sizes, (int, np.integer)) else sizes
-        rows, inverse, counts = np.unique(np.column_stack([pools, sz, r]), axis=0, return_inverse=True,
-                                          return_counts=True)
-        return rows[:, 1].copy(), rows[:, 2].copy(), counts, inverse.reshape(-1), rows[:, 0].copy()
+        a, b = int(sz.max()) + 1, int(r.max()) + 1  # one int64 key per triple, in (N_u, n_u, r_u) order
+        keys, inverse, counts = np.unique((pools * a + sz) * b + r, return_inverse=True, return_counts=True)
+        return keys // b % a, keys % b, counts, inverse.reshape(-1), keys // b // a
     if isinstance(sizes, (int, np.integer)):
         ranks, inverse, counts = np.unique(r, return_inverse=True, return_counts=True)
         return np.full(ranks.size, int(sizes), dtype=np.int64), ranks, counts, inverse
@@ -318,13 +318,18 @@ class _Replicator:
         # the fit is free of the pools (distribution module): the prior is learnt on the (n, r) pairs
         self.fit_sizes, self.fit_ranks, self.Cfit = pair_sizes, pair_ranks, C
         if pair_pools is not None:
+            from scipy import sparse
+
+            def merge(idx, width):  # counts per replicate summed over the triples sharing idx
+                T = idx.size
+                return np.asarray((sparse.csr_matrix((np.ones(T), (idx, np.arange(T))), shape=(width, T)) @ C.T).T)
+
             self.pools, g = np.unique(pair_pools, return_inverse=True)
             self.pool_of = g.reshape(-1)
-            self.Cpool = np.stack([C[:, self.pool_of == j].sum(axis=1) for j in range(self.pools.size)], axis=1)
+            self.Cpool = merge(self.pool_of, self.pools.size)
             rows, inv = np.unique(np.column_stack([pair_sizes, pair_ranks]), axis=0, return_inverse=True)
             self.fit_sizes, self.fit_ranks = rows[:, 0].copy(), rows[:, 1].copy()
-            self.Cfit = np.zeros((C.shape[0], rows.shape[0]))
-            np.add.at(self.Cfit.T, inv.reshape(-1), C.T)
+            self.Cfit = merge(inv.reshape(-1), rows.shape[0])
         self.metrics, self.ks = metrics, ks
         self.M = float(C[0].sum())
         self.priors: dict = {}
