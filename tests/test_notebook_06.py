@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from itemsampling.estimators import estimate_metric, estimate_rank_distribution
+from itemsampling.estimators import estimate_metric, estimate_metrics, estimate_rank_distribution
 from itemsampling.estimators.distribution import fit_rank_distribution
 from itemsampling.experiments import load_global_ranks
 from itemsampling.metrics import evaluate
@@ -29,6 +29,10 @@ PARAMS = {
     "scale_items": 200_000,
     "scale_sample_size": 200,
     "scale_users": 20_000,
+    "eta_models": ["ease", "popular"],
+    "eta_sizes": [50, 200],
+    "eta_grid": [1e-5, 1e-4, 1e-3],
+    "eta_repeats": 2,
     "seed": 3,
 }
 LABEL = {"recall": "Recall", "ndcg": "NDCG", "ap": "AP"}
@@ -243,3 +247,53 @@ def test_variance_claim_and_share_at_rank_one(results):
     assert pairs > 0 and hi + lo <= pairs
     expected = "holds here" if hi == pairs else "does not hold here" if lo == pairs else "holds here only in part"
     assert results["ch06_var_verdict"] == expected
+
+
+def _parabola_vertex(x, y):
+    """Vertex of the parabola through three points (Lagrange form, unequal spacing)."""
+    (x0, x1, x2), (y0, y1, y2) = x, y
+    num = (x1 - x0) ** 2 * (y1 - y2) - (x1 - x2) ** 2 * (y1 - y0)
+    den = (x1 - x0) * (y1 - y2) - (x1 - x2) * (y1 - y0)
+    return x1 - 0.5 * num / den
+
+
+def test_eta_rule_table_recomputed(results):
+    """Table 6.2b: for every model and sample size, MES on the page's seeds at every grid weight and
+    at each scaling's weight, through estimate_metric; the best error, the best weight (parabola
+    vertex), the excess of each rule, the share at r = 1 and the fitted exponent follow from them."""
+    ranks = load_global_ranks(PARAMS["dataset"], models=PARAMS["eta_models"], rng=PARAMS["seed"])
+    N, grid, J = ranks.n_items, sorted(PARAMS["eta_grid"]), PARAMS["eta_repeats"]
+    table = results["ch06_eta_table"]
+    assert len(table) == results["ch06_eta_cells"] == len(PARAMS["eta_models"]) * len(PARAMS["eta_sizes"])
+    best_log = {}
+    for n in PARAMS["eta_sizes"]:
+        rules = {"η(100/n)²": 0.001 * (100 / n) ** 2, "η/n": 0.001 / n, "η fixed": 0.001}
+        for i, m in enumerate(PARAMS["eta_models"]):
+            ex = np.array([evaluate(ranks[m], met, 10) for met in LABEL])
+            samples = [sample_ranks(ranks[m], N, n, rng=np.random.default_rng([PARAMS["seed"], 5000, n, i, j]))
+                       for j in range(J)]
+
+            def err(a):
+                fits = [estimate_metrics(r, N, n, list(LABEL), 10, ["mes"], eta=a, eta_scaling="aaai")["mes"]
+                        for r in samples]
+                e = np.array([[f[met] for met in LABEL] for f in fits]) - ex
+                return float(np.mean(np.sqrt(np.mean(e ** 2, axis=0)) / ex))
+
+            curve = np.array([err(a) for a in grid])
+            row = table[f"{m}/{n}"]
+            assert row["best err. (%)"] == pytest.approx(100 * curve.min(), rel=1e-8)
+            for lab, a in rules.items():
+                assert row[lab] == pytest.approx(100 * (err(a) / curve.min() - 1), rel=1e-6, abs=1e-8), (m, n, lab)
+            k = int(np.argmin(curve))
+            x = np.log10(grid)
+            want = x[k] if k in (0, len(grid) - 1) else _parabola_vertex(x[k - 1:k + 2], curve[k - 1:k + 2])
+            assert row["best a"] == pytest.approx(want, abs=1e-9)
+            assert x[0] <= row["best a"] <= x[-1]
+            assert row["r = 1 (%)"] == pytest.approx(100 * np.mean([np.mean(r == 1) for r in samples]), rel=1e-12)
+            best_log[m] = best_log.get(m, []) + [row["best a"]]
+    lx = np.log10(PARAMS["eta_sizes"])
+    for m, ys in best_log.items():
+        assert results["ch06_eta_slopes"][m]["slope"] == pytest.approx(np.polyfit(lx, ys, 1)[0], abs=1e-9)
+    assert results["ch06_eta_slope_mean"] == pytest.approx(np.mean([v["slope"] for v in results["ch06_eta_slopes"].values()]))
+    for lab, key in (("η(100/n)²", "quadratic"), ("η/n", "tors"), ("η fixed", "aaai")):
+        assert results[f"ch06_eta_cost_{key}"] == sum(row[lab] > 2 * row[lab + " se"] for row in table.values())
