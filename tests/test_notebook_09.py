@@ -16,12 +16,16 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "09-user-sampling
 PARAMS = {
     "dataset": "sim-ml100k",
     "models": ["ease", "popular"],
-    "n_repeats": 2,
+    "table_dataset": "sim-ml100k",
+    "table_models": ["svd8", "popular"],
+    "paper_models": ["ease", "als"],
+    "n_repeats": 3,
     "item_sizes": [100],
     "user_counts": [50, 200],
     "combined_users": 200,
-    "adaptive_initial": 100,
-    "adaptive_max": 400,
+    "adaptive_initial": None,
+    "adaptive_max": None,
+    "n_jobs": 1,
     "max_k": 10,
     "coverage_ms": [30, 300],
     "coverage_ps": [0.01, 0.3],
@@ -71,32 +75,79 @@ def test_coverage_is_the_binomial_coverage(results):
     assert results["ch09_wald_min"] < 0.8  # p = 0.01, m = 30: Wald collapses at Q = 0
 
 
-def test_user_sampling_errors_recomputed(results, ranks):
-    """Repeat `rep` of model i draws its users with default_rng([seed, 3, i, rep]) after the item
-    samples; the recorded mean relative errors of user sampling are recomputed here."""
-    from itemsampling.sampling import adaptive_sample_ranks
+@pytest.fixture(scope="module")
+def table_ranks():
+    from itemsampling.catalogue import catalogue_ranks
+
+    return catalogue_ranks(PARAMS["table_dataset"], models=PARAMS["table_models"], rng=PARAMS["seed"])
+
+
+def test_user_sampling_errors_recomputed(results, table_ranks):
+    """Tables 9.3-9.4 run on the table dataset with the parameters' user counts and chapter 8's size
+    rule; the user-sampling errors of every repeat are recomputed with metric_curve from the draws
+    that itemsampling.catalogue.user_against_item documents, and the item-sampling errors with
+    estimate_metrics on the grid."""
+    from itemsampling.catalogue import scaled_sizes
     from itemsampling.estimators import estimate_metrics
 
-    N, M = ranks.n_items, ranks.n_users
+    N = table_ranks["n_items"]
+    sizes = results["ch09_table_sizes"]
+    assert results["ch09_table_N"] == N and results["ch09_table_M"] == len(table_ranks["pools"])
+    assert sizes["user_counts"] == PARAMS["user_counts"] and sizes["combined_users"] == PARAMS["combined_users"]
+    assert (sizes["initial_size"], sizes["max_size"]) == scaled_sizes(N, PARAMS["max_k"])[:2]
     KS = list(range(1, PARAMS["max_k"] + 1))
-    for i, mod in enumerate(PARAMS["models"]):
-        R = ranks[mod]
+    seed, n_rep = PARAMS["seed"], PARAMS["n_repeats"]
+    per_rep = results["ch09_table_per_repeat"]
+    for i, mod in enumerate(PARAMS["table_models"]):
+        R = table_ranks["ranks"][mod]
         truth = metric_curve(R, "recall", KS)
-        errs = {m: [] for m in PARAMS["user_counts"]}
-        item = []
-        for rep in range(PARAMS["n_repeats"]):
-            g = np.random.default_rng([PARAMS["seed"], 3, i, rep])
-            r = sample_ranks(R, N, 100, rng=g)
-            est = estimate_metrics(r, N, 100, ["recall", "ndcg"], KS, ["mn_mes"], eta=0.01)["mn_mes"]["recall"]
-            item.append(100 * np.mean(np.abs(est - truth) / truth))
-            adaptive_sample_ranks(R, N, PARAMS["adaptive_initial"], PARAMS["adaptive_max"], rng=g)
+        for j in range(n_rep):
+            g = np.random.default_rng([seed, i, j, len(PARAMS["item_sizes"]) + 2])
             for m in PARAMS["user_counts"]:
-                idx = g.choice(M, size=m, replace=False)
-                errs[m].append(100 * np.mean(np.abs(metric_curve(R[idx], "recall", KS) - truth) / truth))
+                sub = R[g.choice(R.size, size=m, replace=False)]
+                exp = 100 * np.mean(np.abs(metric_curve(sub, "recall", KS) - truth) / truth)
+                assert per_rep[mod]["recall"][f"user {m:,}"][j] == pytest.approx(exp, rel=1e-9), (mod, m, j)
+        r = sample_ranks(R, N, 100, rng=np.random.default_rng([seed, i, 0, 0]))
+        with pytest.warns(Warning):  # cut-offs below one kernel width
+            est = estimate_metrics(r, N, 100, ["recall"], KS, ["mn_mes"], eta=0.01, grid=True)["mn_mes"]["recall"]
+        assert per_rep[mod]["recall"]["item 100"][0] == pytest.approx(
+            100 * np.mean(np.abs(est - truth) / truth), rel=1e-9)
         got = results["ch09_table_means"][mod]["recall"]
-        assert got["item 100"] == pytest.approx(np.mean(item), rel=1e-9)
-        for m in PARAMS["user_counts"]:
-            assert got[f"user {m:,}"] == pytest.approx(np.mean(errs[m]), rel=1e-9), (mod, m)
+        assert got["user 200"] == pytest.approx(np.mean(per_rep[mod]["recall"]["user 200"]))
+    # Eq. 46: four times the users, about half the error (the mean over the repeats and models)
+    ratio = np.mean([results["ch09_table_means"][mod]["recall"]["user 50"] / results["ch09_table_means"][mod]["recall"]["user 200"]
+                     for mod in PARAMS["table_models"]])
+    M = len(table_ranks["pools"])
+    assert results["ch09_ratio_pred"] == pytest.approx(np.sqrt((1 / 50 - 1 / M) / (1 / 200 - 1 / M)))
+    assert 1.3 < ratio < 4.0
+
+
+def test_table_judgements_are_computed(results, table_ranks):
+    """The counts glued into the prose of Tables 9.3-9.4 follow from the recorded per-repeat errors:
+    Eq. 46's prediction recomputed from the per-user metric values, decided at two standard errors."""
+    M = len(table_ranks["pools"])
+    KS = list(range(1, PARAMS["max_k"] + 1))
+    per_rep, n_rep = results["ch09_table_per_repeat"], PARAMS["n_repeats"]
+    within, cells = 0, 0
+    for mod in PARAMS["table_models"]:
+        R = table_ranks["ranks"][mod]
+        for met in ("recall", "ndcg"):
+            vals = [metric_values(R, met, k) for k in KS]
+            for m in PARAMS["user_counts"]:
+                pred = 100 * np.mean([np.sqrt(2 / np.pi) * v.std() * np.sqrt((1 - m / M) / m) / v.mean() for v in vals])
+                e = np.asarray(per_rep[mod][met][f"user {m:,}"])
+                within += abs(e.mean() - pred) <= 2 * e.std(ddof=1) / np.sqrt(n_rep)
+                cells += 1
+    assert results["ch09_eq46_cells"] == cells and results["ch09_eq46_within"] == within
+    # adaptive MLE against the largest user count, row by row at two SEs of the difference
+    expect = []
+    for mod in PARAMS["table_models"]:
+        for met in ("recall", "ndcg"):
+            a = np.asarray(per_rep[mod][met]["adaptive MLE"])
+            b = np.asarray(per_rep[mod][met]["user 200"])
+            d, se = a.mean() - b.mean(), np.hypot(a.std(ddof=1), b.std(ddof=1)) / np.sqrt(n_rep)
+            expect.append("smaller" if d < -2 * se else "larger" if d > 2 * se else "tie")
+    assert results["ch09_pattern"]["adaptive MLE < user 200"]["ours"] == expect
 
 
 def test_tests_and_adjustments(results, ranks):
@@ -130,17 +181,70 @@ def test_bootstrap_study_and_comparison(results, ranks):
     assert results["ch09_boot_truth"] == pytest.approx(np.mean(ranks["ease"] <= 10))
     assert results["ch09_mle_width_ratio"] == pytest.approx(
         tab["MLE / test-users"]["mean width"] / tab["MLE / population"]["mean width"])
+
+
+def test_shared_decoy_comparison(results, ranks):
+    """Table 9.6: the decoys redrawn with ranking.shared_decoy_ranks from the refitted pair (the
+    chapter's streams), BV's estimates recomputed with estimate_metric, its exact expectation with the
+    kernel of each user's pool, the width ratios and the glued verdicts from the recorded numbers."""
+    from itemsampling.estimators import estimate_metric
+    from itemsampling.estimators.corrected import corrected_metric
+    from itemsampling.experiments import fit_models
+    from itemsampling.kernel import kernel_row
+    from itemsampling.ranking import shared_decoy_ranks
+
+    seed, (a, b) = PARAMS["seed"], PARAMS["models"]
     cmp = results["ch09_compare"]
-    for key in ("paired", "unpaired"):
-        assert cmp["low"][key] <= cmp["difference"][key] <= cmp["high"][key]
-    assert cmp["difference"]["paired"] == cmp["difference"]["unpaired"]
-    assert results["ch09_compare_width_ratio"] == pytest.approx(
-        (cmp["high"]["paired"] - cmp["low"]["paired"]) / (cmp["high"]["unpaired"] - cmp["low"]["unpaired"]))
+    assert set(cmp) == {f"{e}/{d}/{p}" for e, d in (("BV 0.1", "independent"), ("BV 0.1", "shared"), ("MLE", "shared"))
+                        for p in ("paired", "unpaired")}
+    for key, row in cmp.items():
+        assert row["low"] <= row["A - B"] <= row["high"]
+        assert row["A - B"] == pytest.approx(row[a] - row[b], abs=1e-12)
+        est, dec, _ = key.split("/")
+        un = cmp[f"{est}/{dec}/unpaired"]
+        assert row["width ratio"] == pytest.approx((row["high"] - row["low"]) / (un["high"] - un["low"]))
+        assert row["A - B"] == un["A - B"]
+    assert results["ch09_compare_width_ratio"] == cmp["BV 0.1/independent/paired"]["width ratio"]
+    assert results["ch09_compare_width_ratio_shared"] == cmp["BV 0.1/shared/paired"]["width ratio"]
+    users = np.random.default_rng([seed, 4]).choice(ranks.n_users, size=PARAMS["test_users"], replace=False)
+    train, test, fitted, _ = fit_models(PARAMS["dataset"], [a, b], rng=seed)
+    rows = test.iloc[users]
+    N, n = ranks.n_items, 100
+    shared, glob, pools = shared_decoy_ranks({a: fitted[a], b: fitted[b]}, train, rows, n,
+                                             rng=np.random.default_rng([seed, 8]), return_global=True)
+    indep = {m: shared_decoy_ranks({m: fitted[m]}, train, rows, n, rng=np.random.default_rng([seed, s]))[m]
+             for m, s in ((a, 5), (b, 6))}
+    for dec, rs in (("shared", shared), ("independent", indep)):
+        for m in (a, b):
+            with pytest.warns(Warning):  # K = 10 below one kernel width
+                bv = estimate_metric(rs[m], N, n, "recall", 10, "bv", gamma=0.1)
+            assert cmp[f"BV 0.1/{dec}/paired"][m] == pytest.approx(bv, rel=1e-12)
+    assert results["ch09_compare_same_R"] == sum(int(np.sum(glob[m] == ranks[m][users])) for m in (a, b))
+    truth = {m: float(np.mean(ranks[m][users] <= 10)) for m in (a, b)}
+    assert results["ch09_compare_true"] == pytest.approx(truth[a] - truth[b])
+    Fh = corrected_metric("recall", 10, N, n, "bv", gamma=0.1)
+    for m, key in ((a, "ch09_ebv_a"), (b, "ch09_ebv_b")):
+        exact = np.mean([kernel_row(int(r), int(p), n, True) @ Fh for r, p in zip(glob[m], pools)])
+        assert results[key] == pytest.approx(exact, rel=1e-9)
+    bias = results["ch09_bias"]
+    assert bias["BV 0.1, exact expectation"]["A - B"] == pytest.approx(results["ch09_ebv_a"] - results["ch09_ebv_b"])
+    D = PARAMS["compare_draws"]
+    for lab, key in (("BV 0.1", "bv"), ("MLE", "mle")):
+        row = bias[f"{lab}, mean of {D} draws"]
+        assert row["A - B"] == pytest.approx(row[a] - row[b]) == pytest.approx(results[f"ch09_{key}_mean_diff"])
+        assert row["se of the mean"] == pytest.approx(row["sd over draws"] / np.sqrt(D))
+        assert row["RMSE"] ** 2 == pytest.approx(row["sd over draws"] ** 2 * (D - 1) / D
+                                                 + (row["A - B"] - results["ch09_compare_true"]) ** 2)
+    gap = results["ch09_ratio_ind"] - results["ch09_ratio_sh"]
+    gap_se = np.hypot(results["ch09_ratio_ind_se"], results["ch09_ratio_sh_se"])
+    assert results["ch09_ratio_verdict"].startswith("pairing removes more" if gap > 2 * gap_se else
+                                                    "pairing removes less" if gap < -2 * gap_se else "the two designs")
+    assert (results["ch09_rmse_verdict"] == "higher than") == (results["ch09_mle_rmse"] > results["ch09_bv_rmse"])
 
 
-def test_cost_table(results, ranks):
+def test_cost_table(results, table_ranks):
     cost = results["ch09_cost"]
-    N, M = ranks.n_items, ranks.n_users
+    N, M = table_ranks["n_items"], len(table_ranks["pools"])
     assert cost["scores computed"]["full evaluation"] == N * M
     assert cost["scores computed"]["item 100"] == 100 * M
     assert cost["scores computed"]["user 50"] == 50 * N
