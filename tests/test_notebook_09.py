@@ -36,6 +36,7 @@ PARAMS = {
     "n_boot": 20,
     "test_boot": 15,
     "test_users": 300,
+    "compare_draws": 4,
     "seed": 2,
 }
 
