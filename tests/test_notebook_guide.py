@@ -16,7 +16,8 @@ from itemsampling.sampling import sample_ranks
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "guide-correcting-your-evaluation.md"
 PARAMS = {"n_items": 300, "sample_size": 30, "n_users": 150, "beta_a": {"A": 0.3, "B": 0.6},
           "metrics": ["ndcg", "recall"], "cutoffs": [5, 10], "n_boot": 20,
-          "grid_items": [300], "grid_sizes": [30], "grid_users": [150], "grid_a": 0.3, "grid_repeats": 2, "seed": 4,
+          "grid_items": [300], "grid_sizes": [30], "grid_users": [150], "grid_a": [0.3, 0.6], "grid_ks": [5, 10],
+          "grid_repeats": 2, "seed": 4,
           "plan_items": 300, "plan_users": 200, "plan_margin": 0.05, "plan_sizes": [20], "plan_sim": 5,
           "plan_runs": 10, "cov_studies": 4, "cov_boot": 10}
 
@@ -64,30 +65,41 @@ def test_command_estimates(results):
 
 
 def test_decision_cell(results):
-    """The one grid cell, recomputed: relative RMSE (%) averaged over Recall@10 and NDCG@10."""
+    """The grid cells (one per Beta rank model), recomputed: relative RMSE (%) averaged over Recall@K
+    and NDCG@K at every K of grid_ks; the counts glued in the prose follow from them."""
     N, n, M = PARAMS["grid_items"][0], PARAMS["grid_sizes"][0], PARAMS["grid_users"][0]
-    metrics = ["recall", "ndcg"]
-    errs = {"MLE": [], "BV 0.1": [], "sampled": []}
-    exact_all = []
-    bv = corrected_metrics(metrics, [10], N, n, "bv", gamma=0.1)
-    for j in range(PARAMS["grid_repeats"]):
-        g = np.random.default_rng([PARAMS["seed"], N, n, M, j])
-        R = sample_beta_ranks(PARAMS["grid_a"], N, M, rng=g)
-        r = sample_ranks(R, N, n, rng=g)
-        exact = np.array([evaluate(R, m, 10) for m in metrics])
-        exact_all.append(exact)
-        mle = estimate_metrics(r, N, n, metrics, 10, ["mle"])["mle"]
-        errs["MLE"].append(np.array([mle[m] for m in metrics]) - exact)
-        errs["BV 0.1"].append(np.asarray(corrected_estimate(r, bv.reshape(n, -1))) - exact)
-        errs["sampled"].append(np.array([evaluate(r, m, 10, n_items=n) for m in metrics]) - exact)
-    scale = np.mean(exact_all, axis=0)
-    cell = results["guide_grid"][f"{N}/{n}/{M}"]
-    for name, e in errs.items():
-        want = 100 * np.mean(np.sqrt(np.mean(np.array(e) ** 2, axis=0)) / scale)
-        assert cell[name] == pytest.approx(want, rel=1e-9), name
-    best = min((v, k) for k, v in cell.items() if k != "sampled")[1]
-    assert results["guide_learnt_best"] == int(best in ("MLE", "MES", "MN_MLE"))
-    assert results["guide_default_best"] == int(best == "MLE")
+    metrics, ks = ["recall", "ndcg"], PARAMS["grid_ks"]
+    bv = corrected_metrics(metrics, ks, N, n, "bv", gamma=0.1)
+    bests = []
+    for ia, a in enumerate(PARAMS["grid_a"]):
+        errs = {"MLE": [], "BV 0.1": [], "sampled": []}
+        exact_all = []
+        for j in range(PARAMS["grid_repeats"]):
+            g = np.random.default_rng([PARAMS["seed"], N, n, M, j, ia])
+            R = sample_beta_ranks(a, N, M, rng=g)
+            r = sample_ranks(R, N, n, rng=g)
+            exact = np.array([evaluate(R, m, k) for m in metrics for k in ks])
+            exact_all.append(exact)
+            mle = estimate_metrics(r, N, n, metrics, ks, ["mle"])["mle"]
+            errs["MLE"].append(np.concatenate([mle[m] for m in metrics]) - exact)
+            errs["BV 0.1"].append(np.asarray(corrected_estimate(r, bv.reshape(n, -1))) - exact)
+            errs["sampled"].append(np.array([evaluate(r, m, k, n_items=n) for m in metrics for k in ks]) - exact)
+        scale = np.mean(exact_all, axis=0)
+        cell = results["guide_grid"][f"{a:g}/{N}/{n}/{M}"]
+        for name, e in errs.items():
+            want = 100 * np.mean(np.sqrt(np.mean(np.array(e) ** 2, axis=0)) / scale)
+            assert cell[name] == pytest.approx(want, rel=1e-9), name
+        bests.append(min((v, k) for k, v in cell.items() if k != "sampled")[1])
+    assert results["guide_cells"] == len(PARAMS["grid_a"])
+    assert results["guide_learnt_best"] == sum(b in ("MLE", "MES", "MN_MLE") for b in bests)
+    assert results["guide_default_best"] == sum(b == "MLE" for b in bests)
+    assert results["guide_settings"] == 1
+    assert results["guide_best_same_a"] == int(len(set(bests)) == 1)
+    assert 0 <= results["guide_decided"] <= results["guide_cells"]
+    assert 0 <= results["guide_best_same_k"] <= results["guide_cells"]
+    assert results["guide_best_err_smallM_lo"] == pytest.approx(min(
+        min(v for k, v in results["guide_grid"][f"{a:g}/{N}/{n}/{M}"].items() if k != "sampled")
+        for a in PARAMS["grid_a"]))
 
 
 def test_planning_section(results):
