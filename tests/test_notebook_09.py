@@ -241,6 +241,8 @@ def test_shared_decoy_comparison(results, ranks):
     assert results["ch09_ratio_verdict"].startswith("pairing removes more" if gap > 2 * gap_se else
                                                     "pairing removes less" if gap < -2 * gap_se else "the two designs")
     assert (results["ch09_rmse_verdict"] == "higher than") == (results["ch09_mle_rmse"] > results["ch09_bv_rmse"])
+    assert results["ch09_bv_z_sh"] == pytest.approx(abs(cmp["BV 0.1/shared/paired"]["A - B"] - results["ch09_ebv_diff"])
+                                                    / results["ch09_bv_sd_sh"])
 
 
 def test_cost_table(results, table_ranks):
