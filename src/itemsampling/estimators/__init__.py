@@ -73,7 +73,8 @@ _DIST_ONLY = {"mes": ("eta", "eta_scaling"), "wmle": ("C", "weight"), "mle": ()}
 
 def estimate_rank_distribution(sampled_ranks, n_items, sample_size, method, **params):
     """Learn the global rank distribution :math:`\\widehat P(R)`, R = 1..N (see
-    :mod:`itemsampling.estimators.distribution`)."""
+    :mod:`itemsampling.estimators.distribution`; with per-user ``n_items`` over the grid of rank
+    fractions of the largest pool)."""
     from .distribution import estimate_rank_distribution as _erd
 
     return _erd(sampled_ranks, n_items, sample_size, method, **params)
@@ -332,8 +333,15 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
     ----------
     sampled_ranks : array of int
         One rank in ``1..sample_size`` per user.
-    n_items : int
-        Catalog size :math:`N`.
+    n_items : int or array of int
+        Catalog size :math:`N`, or one catalogue size :math:`N_u \ge n_u` per user (the pool the
+        user's target is ranked in, e.g. every item but the user's training items). The model for
+        per-user sizes (:mod:`.distribution`, "Per-user catalogue sizes"): the users' rank fractions
+        :math:`(R_u-1)/(N_u-1)` share one distribution, learnt on the grid of the largest pool (the
+        with-replacement likelihood does not involve :math:`N_u`), and the estimate is the mean over
+        users of :math:`F` at the rank in the user's own pool. Accepted by :data:`POOL_METHODS`
+        (every method but CLS) with ``replacement=True`` and the dense estimators (``grid`` not
+        used); equal sizes give exactly the one-:math:`N` result.
     sample_size : int or array of int
         Sampled-set size :math:`n` including the target, or one size :math:`n_u` per user
         (adaptive sampling, TORS Sec. 6). Unequal sizes are accepted by ``"sampled"`` (each user's

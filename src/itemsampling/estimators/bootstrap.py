@@ -506,7 +506,9 @@ def bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci:
     confidence level in (0, 1)), ``n_boot`` (number of replicates, >= 10) and ``rng`` (seed or
     Generator: the same seed gives the same interval). ``sample_size`` may be one size per user
     for the methods that take per-user sizes (``"sampled"``, ``"mle"``); each user's
-    :math:`(n_u, r_u)` pair is resampled together.
+    :math:`(n_u, r_u)` pair is resampled together. ``n_items`` may be one catalogue size per user
+    (module docstring; :data:`~itemsampling.estimators.POOL_METHODS`), resampled with the user; the
+    same holds for :func:`compare_estimates` and :func:`bootstrap_models`.
 
     Returns
     -------

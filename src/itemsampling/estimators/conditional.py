@@ -253,7 +253,8 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
     :func:`itemsampling.estimators.estimate_metrics` with ``ci``: ``estimate`` is the method's
     estimate on the observed ranks, ``low``/``high`` the parametric-bootstrap interval
     :math:`\widehat T \pm z_{\alpha/2}\sqrt{\overline{e^{*2}}}` of the module docstring, ``n_boot`` the number of parametric replicates. The same draws of
-    :math:`(R^*, r^*)` serve every method and metric. One sample size for every user (per-user
+    :math:`(R^*, r^*)` serve every method and metric. ``n_items`` may be one catalogue size per
+    user (module docstring). One sample size for every user (per-user
     sizes: use ``target="population"``). ``params`` as for ``estimate_metrics``; the prior of the
     posterior draws is the MLE of the same ranks with the options of ``mle={...}`` or of the
     ``solver``/``tol``/``max_iter`` given to an MLE method (package defaults otherwise).

@@ -1098,8 +1098,10 @@ def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size, method:
     ----------
     sampled_ranks : array of int
         One sampled rank :math:`r_u \in 1..n` per user.
-    n_items : int
-        Catalog size :math:`N`.
+    n_items : int or array of int
+        Catalog size :math:`N`, or one catalogue size :math:`N_u` per user (module docstring,
+        "Per-user catalogue sizes": the result is then over the grid of rank fractions of the
+        largest pool, :math:`R = 1..\max_u N_u`; with replacement only).
     sample_size : int or array of int
         Sampled-set size :math:`n \le N` including the target (:math:`n-1` decoys), or one size
         :math:`n_u` per user (adaptive sampling, TORS Sec. 6; ``_validation.check_sample_sizes``).
