@@ -99,6 +99,24 @@ def test_the_pool_code_path_reproduces_the_int_path_where_the_pools_agree():
         assert abs(a - b) <= (1.0 / r.size if method == "rank_estimate" else 1e-12), (method, a, b)
 
 
+def test_pools_with_per_user_sample_sizes():
+    # adaptive sampling (per-user n_u) and per-user N_u together: MLE on the (n_u, r_u) table, the
+    # metric in each user's pool; equal pools give the one-N result, and each pool must hold n_u
+    pools, _, r = simulate(4, M=500, n=100)
+    sizes = np.where(np.arange(r.size) % 2 == 0, 100, 200)
+    r2 = np.where(sizes == 200, 2 * r - 1, r)
+    assert estimate_metric(r2, np.full(r.size, 1000), sizes, "recall", 50, "mle") == \
+        estimate_metric(r2, 1000, sizes, "recall", 50, "mle")
+    P = estimate_rank_distribution(r2, int(pools.max()), sizes, "mle")
+    N = int(pools.max())
+    direct = np.mean([P @ metric_function("recall", 50, int(g))(pool_rank_map(N, int(g))) for g in pools])
+    assert estimate_metric(r2, pools, sizes, "recall", 50, "mle") == pytest.approx(direct, rel=1e-12)
+    small = pools.copy()
+    small[1] = 150  # user 1 has n_u = 200
+    with pytest.raises(ValueError, match=r"n_items must be >= sample_size.*user 1"):
+        estimate_metric(r2, small, sizes, "recall", 50, "mle")
+
+
 def test_equal_pools_reproduce_the_int_path_with_intervals():
     rng = np.random.default_rng(3)
     r = rng.integers(1, 31, size=200)
