@@ -3,6 +3,7 @@
 bootstrap, the test-users target and the ``estimate`` command's ``n_items`` column."""
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -211,8 +212,12 @@ def test_bad_n_items_are_refused_naming_the_argument():
         estimate_metric(r, [50, 8, 60], 10, "recall", 5, "mle")
     with pytest.raises(ValueError, match=r"n_items"):
         estimate_metric(r, [50, 1.5, 60], 10, "recall", 5, "mle")
-    with pytest.raises(ValueError, match=r"n_items must hold catalogue sizes >= 2"):
-        check_n_items([1, 5, 6])
+    for bad, shown in (([1, 5, 6], "1 (user 0)"), ([5, 2.5, 6], "2.5 (user 1)"), ([5, 6, np.nan], "nan (user 2)")):
+        with pytest.raises(ValueError, match=r"n_items must hold one integer catalogue size >= 2 per user, got "
+                                             + re.escape(shown)):
+            check_n_items(bad)
+    with pytest.raises(ValueError, match=r"n_items must hold one integer catalogue size >= 2 per user, got dtype"):
+        check_n_items([True, False])
     with pytest.raises(ValueError, match=r"n_items must be an int or a 1-d array"):
         estimate_metric(r, [[50, 60, 70]], 10, "recall", 5, "mle")
     with pytest.raises(ValueError, match=r"method 'cls' needs one n_items.*accepted by methods"):

@@ -662,9 +662,14 @@ def check_n_items(n_items, n_users: int | None = None, sample_size=None):
     if n_users is not None and arr.size != n_users:
         raise ValueError(f"n_items must be an int or have one catalogue size per user ({n_users} sampled ranks), "
                          f"got length {arr.size}")
-    pools = check_ranks(arr, "n_items")  # integral, finite, >= 1, non-empty
-    if pools.min() < 2:
-        raise ValueError(f"n_items must hold catalogue sizes >= 2, got {pools.min()} (user {int(pools.argmin())})")
+    what = "n_items must hold one integer catalogue size >= 2 per user"
+    if arr.size == 0 or arr.dtype.kind not in "iuf":
+        raise ValueError(f"{what}, got {'an empty array' if arr.size == 0 else f'dtype {arr.dtype}'}")
+    bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (arr < 2) if arr.dtype.kind == "f" else arr < 2
+    if np.any(bad):
+        u = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{what}, got {arr[u].item()!r} (user {u})")
+    pools = arr.astype(np.int64)
     if sample_size is not None:
         n = np.asarray(sample_size)
         if n.ndim == 0 or n.shape == pools.shape and n.dtype.kind in "iu":
