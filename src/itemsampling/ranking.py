@@ -242,9 +242,9 @@ def shared_decoy_ranks(models, train: pd.DataFrame, test: pd.DataFrame, sample_s
     :func:`pool_sizes`; with replacement (independent uniform draws) or without (a uniform subset).
     Every model ranks :math:`t_u` among :math:`D_u \cup \{t_u\}`:
     :math:`r^{(k)}_u = 1 + |\{d \in D_u : d \text{ above } t_u \text{ for model } k\}|`, counting a
-    decoy drawn twice twice. The scores and the masks of the items above the target come from the
-    shared batch loop of :func:`global_ranks`'s pool (ties broken by one uniform permutation per
-    model and row), and the global rank :math:`R^{(k)}_u = 1 + |\{\text{pool items above } t_u\}|`
+    decoy drawn twice twice. The scores and the masks of the pool items above the target come from
+    the package's one batch loop of scores (also behind :func:`itemsampling.candidates.target_ranks`;
+    ties broken by one uniform permutation per model and row), and the global rank :math:`R^{(k)}_u = 1 + |\{\text{pool items above } t_u\}|`
     uses the same tie-break, so that given :math:`R^{(k)}_u` each model's sampled rank has exactly
     the law of :func:`itemsampling.sampling.sample_ranks` with the user's pool as the catalogue
     (:func:`itemsampling.experiments.sample_pool_ranks`): :math:`r - 1 \sim
