@@ -223,6 +223,8 @@ def test_shared_decoy_comparison(results, ranks):
                 bv = estimate_metric(rs[m], N, n, "recall", 10, "bv", gamma=0.1)
             assert cmp[f"BV 0.1/{dec}/paired"][m] == pytest.approx(bv, rel=1e-12)
     assert results["ch09_compare_same_R"] == sum(int(np.sum(glob[m] == ranks[m][users])) for m in (a, b))
+    assert np.array_equal(pools, ranks.pool_sizes[users])  # the pool of the chapter's global ranks
+    assert results["ch09_pool_share"] == pytest.approx(np.median(pools) / N)
     truth = {m: float(np.mean(ranks[m][users] <= 10)) for m in (a, b)}
     assert results["ch09_compare_true"] == pytest.approx(truth[a] - truth[b])
     Fh = corrected_metric("recall", 10, N, n, "bv", gamma=0.1)
