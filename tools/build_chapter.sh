@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Preview one or more chapters: build a throwaway book holding only them (plus the references
-# page) with the repository's configuration, failing on any warning or execution error exactly as
-# `make book` does. Usage: tools/build_chapter.sh notebooks/08-adaptive-sampling.md [...]
-# The HTML lands in _build/preview/_build/html/.
+# page and the pages chapters link to: notation, API reference) with the repository's
+# configuration, failing on any warning or execution error exactly as `make book` does.
+# Usage: tools/build_chapter.sh notebooks/08-adaptive-sampling.md [...]
+# The HTML lands in _build/preview/_build/html/ (or $PREVIEW_DIR/_build/html/, so that two previews
+# can be built at once).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-out="$repo/_build/preview"
+out="${PREVIEW_DIR:-$repo/_build/preview}"
 rm -rf "$out"
 mkdir -p "$out/notebooks" "$out/book"
 cp "$repo/_config.yml" "$out/"
 cp -r "$repo/_static" "$out/_static"
-cp "$repo/book/references.bib" "$repo/book/references.md" "$out/book/"
+cp "$repo/book/references.bib" "$repo/book/references.md" "$repo/book/notation.md" "$repo/book/api.md" "$out/book/"
 printf '# Preview\n\nA preview build of selected chapters.\n' > "$out/index.md"
 {
   echo "format: jb-book"
@@ -20,6 +22,8 @@ printf '# Preview\n\nA preview build of selected chapters.\n' > "$out/index.md"
     cp "$repo/$nb" "$out/notebooks/"
     echo "  - file: notebooks/$(basename "${nb%.md}")"
   done
+  echo "  - file: book/notation"
+  echo "  - file: book/api"
   echo "  - file: book/references"
 } > "$out/_toc.yml"
 PATH="$repo/.venv/bin:$PATH" bash "$repo/tools/build_book.sh" "$out"
