@@ -297,3 +297,10 @@ def test_eta_rule_table_recomputed(results):
     assert results["ch06_eta_slope_mean"] == pytest.approx(np.mean([v["slope"] for v in results["ch06_eta_slopes"].values()]))
     for lab, key in (("η(100/n)²", "quadratic"), ("η/n", "tors"), ("η fixed", "aaai")):
         assert results[f"ch06_eta_cost_{key}"] == sum(row[lab] > 2 * row[lab + " se"] for row in table.values())
+    # the eta each scaling needs: log10 a* (mean over models) minus log10 of the scaling's factor at n
+    factor = {"quadratic": lambda n: (100 / n) ** 2, "tors": lambda n: 1 / n, "aaai": lambda n: 1.0}
+    for key, f in factor.items():
+        need = [np.mean([table[f"{m}/{n}"]["best a"] for m in PARAMS["eta_models"]]) - np.log10(f(n))
+                for n in PARAMS["eta_sizes"]]
+        assert results["ch06_eta_implied"][key]["lo"] == pytest.approx(10 ** min(need), rel=1e-9)
+        assert results["ch06_eta_implied"][key]["spread_dec"] == pytest.approx(max(need) - min(need), abs=1e-9)
