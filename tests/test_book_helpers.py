@@ -50,6 +50,12 @@ def test_record_text(tmp_path, monkeypatch):
     assert json.loads(path.read_text()) == {"sentence": "A beats *B*"}
     with pytest.raises(ValueError, match="text must be a string"):
         book.record_text("bad", 3)
+    # glued Markdown is not typeset: TeX would be shown as raw dollars, so it is refused (and not recorded)
+    for tex in ("at $n_0$ = 100", "Kendall's $\\tau$", "every $(p, m)$ of the figure"):
+        with pytest.raises(ValueError, match="holds TeX"):
+            book.record_text("tex", tex)
+    assert "tex" not in json.loads(path.read_text())
+    assert book.record_text("money", "costs $ 5 and $ 6") == "costs $ 5 and $ 6"   # no TeX span
 
 
 def test_standard_error_by_hand():

@@ -12,7 +12,9 @@ so a page that needs the network shows it as an error. For each page the check f
 * **content wider than the text column**: any visible element of the article (a table, a
   figure, displayed math, a paragraph) whose right edge lies beyond the article's column at the
   given window width (1400 px by default). Code blocks and cell inputs scroll inside their own
-  box and are not counted; what is inside them is not either.
+  box and are not counted; what is inside them is not either;
+* **TeX shown as text**: ``$...$`` or a TeX command outside code and typeset math, as happens
+  when a glued Markdown value carries math (glued values are not typeset).
 
 It speaks the Chrome DevTools Protocol over a websocket (``websocket-client``) with the
 distribution's Chromium (Debian package ``chromium``); nothing is downloaded. MathJax's
@@ -65,8 +67,18 @@ MEASURE = r"""
                  text: (el.textContent || '').trim().slice(0, 60)});
     }
   }
+  // TeX left as text: glued Markdown is not typeset, so "$n$" or "\\approx" in it reaches the reader raw
+  const tex = [];
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  const rawTex = /\$[^\s$][^$]{0,80}\$|\\(approx|frac|mathrm|sqrt|le|ge|times)\b/;
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const parent = node.parentElement;
+    if (!parent || parent.closest(skip + ', code, script, style, mjx-container, .math, .cell_output pre')) continue;
+    const m = node.textContent.match(rawTex);
+    if (m) tex.push({text: node.textContent.trim().slice(Math.max(0, m.index - 30), m.index + 50)});
+  }
   return JSON.stringify({column: Math.round(right - (box.left + parseFloat(style.paddingLeft || 0))),
-                         wide: wide.slice(0, 400)});
+                         wide: wide.slice(0, 400), tex: tex.slice(0, 50)});
 })()
 """
 
@@ -199,6 +211,8 @@ def check(html_dir: Path, width: int = 1400, browser: str | None = None, pages: 
             time.sleep(0.05)
             for err in _errors(tab.events):
                 problems.append(f"{rel}: {err}")
+            for t in value.get("tex", []):
+                problems.append(f"{rel}: TeX shown as plain text (glued Markdown is not typeset): {t['text']!r}")
             for w in value.get("wide", []):
                 problems.append(f"{rel}: {w['el']} is {w['width']} px wide and ends at {w['right']} px, beyond "
                                 f"the {value['column']} px text column: {w['text']!r}")

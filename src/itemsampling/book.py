@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -110,11 +111,21 @@ def order_string(values: dict, atol: float = 1e-9, higher_is_better: bool = True
     return out
 
 
+_INLINE_TEX = re.compile(r"\$[^\s$][^$]*\$")
+
+
 def record_text(name: str, text: str) -> str:
     """Record a sentence (or any Markdown) under ``name`` and glue it as Markdown, so prose can
-    quote it with ``{glue:md}`name```. Returns ``text``."""
+    quote it with ``{glue:md}`name```. Returns ``text``.
+
+    Glued Markdown is not typeset, so TeX (``$n_0$``, ``$\\tau$``) would reach the reader as raw
+    dollars: it is refused; write ``*n*<sub>0</sub>`` or ``τ`` instead."""
     if not isinstance(text, str):
         raise ValueError(f"text must be a string, got {type(text).__name__}")
+    tex = _INLINE_TEX.search(text)
+    if tex:
+        raise ValueError(f"text of {name!r} holds TeX ({tex.group(0)!r}), which glued Markdown shows as raw "
+                         "dollars: write it as Markdown (*n*<sub>0</sub>, τ)")
     record(name, text)
     try:
         from IPython.display import Markdown
