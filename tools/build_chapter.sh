@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Preview one or more chapters: build a throwaway book holding only them (plus the references
-# page and the pages chapters link to: notation, API reference) with the repository's
+# page, and with the guide the notation and API pages it links to) with the repository's
 # configuration, failing on any warning or execution error exactly as `make book` does.
 # Usage: tools/build_chapter.sh notebooks/08-adaptive-sampling.md [...]
 # The HTML lands in _build/preview/_build/html/ (or $PREVIEW_DIR/_build/html/, so that two previews
@@ -22,8 +22,11 @@ printf '# Preview\n\nA preview build of selected chapters.\n' > "$out/index.md"
     cp "$repo/$nb" "$out/notebooks/"
     echo "  - file: notebooks/$(basename "${nb%.md}")"
   done
-  echo "  - file: book/notation"
-  echo "  - file: book/api"
+  # the guide links to the notation and API pages, which link back to it: both come with the guide only
+  case " $* " in *guide-correcting-your-evaluation*)
+    echo "  - file: book/notation"
+    echo "  - file: book/api";;
+  esac
   echo "  - file: book/references"
 } > "$out/_toc.yml"
 PATH="$repo/.venv/bin:$PATH" bash "$repo/tools/build_book.sh" "$out"
