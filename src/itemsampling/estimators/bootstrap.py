@@ -48,8 +48,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_rng, check_int, check_open_unit, check_ranks, check_sample_sizes
+from .._validation import as_rng, check_int, check_open_unit, check_ranks
 from ..metrics import metric_function
+from .distribution import PER_USER_SIZE_METHODS as _FIT_PER_USER, check_n_items, check_sampled_ranks
 
 __all__ = [
     "MetricEstimate",
@@ -69,7 +70,7 @@ __all__ = [
 _EM_BLOCK = 50
 
 #: Methods that accept per-user sample sizes (an array ``sample_size`` with unequal entries).
-PER_USER_METHODS = ("sampled", "mle")  # = estimators.PER_USER_SIZE_METHODS
+PER_USER_METHODS = ("sampled",) + _FIT_PER_USER  # = estimators.PER_USER_SIZE_METHODS
 
 
 @dataclass(frozen=True)
@@ -186,22 +187,10 @@ def _pair_table(r: np.ndarray, sizes, pools=None):
 
 def _check_input(sampled_ranks, n_items, sample_size, name="sampled_ranks", size_name="sample_size"):
     """``(r, N, sizes, pools)``; ``pools`` the per-user catalogue sizes or ``None`` (``N`` the largest)."""
-    from .distribution import check_n_items
-
     r = check_ranks(sampled_ranks, name)
     pools = check_n_items(n_items, r.size)
     N, pools = (pools, None) if isinstance(pools, int) else (int(pools.max()), pools)
-    try:
-        sizes = check_sample_sizes(sample_size, N, r.size)
-    except ValueError as err:
-        if size_name != "sample_size":
-            raise ValueError(str(err).replace("sample_size", size_name)) from None
-        raise
-    hi = sizes if isinstance(sizes, int) else sizes
-    if np.any(r > hi):
-        bad = np.flatnonzero(r > hi)[0]
-        lim = sizes if isinstance(sizes, int) else sizes[bad]
-        raise ValueError(f"{name} must lie in 1..{size_name} (= {lim}), got {r[bad]}")
+    r, sizes = check_sampled_ranks(r, N, sample_size, name, size_name)
     if pools is not None:
         check_n_items(pools, r.size, sizes)
     return r, N, sizes, pools

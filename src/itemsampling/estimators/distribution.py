@@ -139,6 +139,8 @@ __all__ = [
     "mle_em_blocks",
     "mle_cnm_blocks",
     "PER_USER_SIZE_METHODS",
+    "OPTIONS",
+    "check_sampled_ranks",
     "check_n_items",
     "pool_rank_map",
     "pool_metric_matrix",
@@ -223,6 +225,32 @@ def sampled_rank_histogram(sampled_ranks, sample_size: int) -> np.ndarray:
     r = check_ranks(sampled_ranks, "sampled_ranks", high=sample_size)
     check_memory(16.0 * sample_size, f"a histogram of {sample_size} sampled ranks", "sample_size")
     return np.bincount(r, minlength=sample_size + 1)[1:].astype(np.float64)
+
+
+def check_sampled_ranks(sampled_ranks, n_items: int, sample_size, name: str = "sampled_ranks",
+                        size_name: str | None = None):
+    r"""The one validation of sampled ranks with their sample size(s) (every estimator entry point
+    calls it): ``(r, n)``, ``r`` the int64 ranks, ``n`` one size :math:`2 \le n \le N` = ``n_items``
+    (an int, also for equal per-user sizes) or one size :math:`n_u` per user
+    (``_validation.check_sample_sizes``), with :math:`1 \le r_u \le n_u` for every user. Errors name
+    ``name`` and ``size_name`` (default ``"sample_size"``); with one size and no ``size_name`` they
+    read as ``check_ranks``'s (``1..n``)."""
+    label = size_name or "sample_size"
+    if np.ndim(sample_size) == 0 and size_name is None:
+        n = check_sample_sizes(sample_size, n_items)
+        return check_ranks(sampled_ranks, name, high=n), n
+    r = check_ranks(sampled_ranks, name)
+    try:
+        n = check_sample_sizes(sample_size, n_items, r.size)
+    except ValueError as err:
+        if label != "sample_size":
+            raise ValueError(str(err).replace("sample_size", label)) from None
+        raise
+    if np.any(r > n):
+        u = int(np.flatnonzero(r > n)[0])
+        raise ValueError(f"{name} must lie in 1..{label} for every user; user {u} has rank {r[u]} with {label} "
+                         f"{n if isinstance(n, int) else int(n[u])}")
+    return r, n
 
 
 def _check_positive(value, name: str, low: float = 0.0, inclusive: bool = False) -> float:
@@ -498,13 +526,8 @@ def sampled_rank_table(sampled_ranks, sample_size):
     :math:`r_u` must lie in :math:`1..n_u`. Returns ``(sizes, ranks, counts)``, three int64 arrays
     sorted by size, then rank.
     """
-    r = check_ranks(sampled_ranks, "sampled_ranks")
-    n = check_sample_sizes(sample_size, np.iinfo(np.int64).max, r.size)
+    r, n = check_sampled_ranks(sampled_ranks, np.iinfo(np.int64).max, sample_size, size_name="sample_size")
     sizes = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else n
-    if np.any(r > sizes):
-        u = int(np.flatnonzero(r > sizes)[0])
-        raise ValueError(f"sampled_ranks must lie in 1..sample_size for every user; user {u} has rank {r[u]} "
-                         f"with sample_size {sizes[u]}")
     key = sizes * (int(r.max()) + 1) + r
     uniq, counts = np.unique(key, return_counts=True)
     return uniq // (int(r.max()) + 1), uniq % (int(r.max()) + 1), counts.astype(np.int64)
@@ -1010,12 +1033,43 @@ def bv_rank_distribution(p_tilde, n_items: int, sample_size: int, gamma: float =
 # ---------------------------------------------------------------------------------------------
 # public entry point
 # ---------------------------------------------------------------------------------------------
-_DEFAULTS = {
+#: The one option table of the rank-distribution fits: method -> its options and their defaults
+#: (``None``: the solver's own default). Every fit entry point (:func:`fit_rank_distribution`,
+#: the per-user-size fit, :func:`itemsampling.estimators.grid.grid_fit_rank_distribution`) and
+#: :func:`itemsampling.estimators.estimate_metrics` read it, through :func:`_fit_options`.
+OPTIONS = {
     "mle": {"solver": "em", "tol": None, "max_iter": None},
     "wmle": {"solver": "em", "tol": None, "max_iter": None, "weight": "ndcg", "C": 10.0},
     "mes": {"solver": "dual", "tol": None, "max_iter": None, "eta": 0.001, "eta_scaling": "tors"},
     "bv": {"gamma": 0.1, "prior": None, "project": True},
 }
+#: the solvers of each method (the default is in :data:`OPTIONS`); MES on the grid has its dual Newton only
+SOLVERS = {"mle": ("cnm", "em"), "wmle": ("cnm", "em"), "mes": ("dual", "cvxpy")}
+
+
+def _fit_options(method: str, params: dict, per_user: bool = False, grid: bool = False):
+    """The one option check of the fits: ``(opts, kw)`` with ``opts`` the options of ``method``
+    (:data:`OPTIONS`) updated by ``params`` and ``kw`` the solver's ``tol`` / ``max_iter`` when set.
+    Refuses, naming them, an unknown method, a method without per-user sample sizes when
+    ``per_user`` (:data:`PER_USER_SIZE_METHODS`), and unknown options (on the grid, MES takes no
+    ``solver`` and BV is not a fit)."""
+    methods = tuple(m for m in OPTIONS if m != "bv") if grid else DISTRIBUTION_METHODS
+    if method not in methods and not (grid and per_user):
+        raise ValueError(f"method must be one of {methods}{' on the grid' if grid else ''}, got {method!r}")
+    if per_user and method not in PER_USER_SIZE_METHODS:
+        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
+                         f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
+    table = {k: v for k, v in OPTIONS[method].items() if not (grid and method == "mes" and k == "solver")}
+    unknown = set(params) - set(table)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: {sorted(table)}")
+    opts = {**table, **params}
+    return opts, {k: opts[k] for k in ("tol", "max_iter") if opts.get(k) is not None}
+
+
+def _solver_error(method: str, solver) -> ValueError:
+    return ValueError(f"solver must be {' or '.join(map(repr, SOLVERS[method]))} for method {method!r}, "
+                      f"got {solver!r}")
 
 
 def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str,
@@ -1028,19 +1082,12 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
         n_items = _pool_reference(sampled_ranks, n_items, sample_size, replacement)
     if np.ndim(sample_size) > 0:  # one size per user: equal sizes take the fixed-size path below
         N = check_int(n_items, "n_items", low=2)
-        r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
-        sizes = check_sample_sizes(sample_size, N, r.size)
+        r, sizes = check_sampled_ranks(sampled_ranks, N, sample_size)
         if not isinstance(sizes, int):
             return _fit_per_user_sizes(r, N, sizes, method, replacement, params)
         sample_size = sizes
     N, n = check_sizes(n_items, sample_size)
-    if method not in DISTRIBUTION_METHODS:
-        raise ValueError(f"method must be one of {DISTRIBUTION_METHODS}, got {method!r}")
-    unknown = set(params) - set(_DEFAULTS[method])
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: "
-                         f"{sorted(_DEFAULTS[method])}")
-    opts = {**_DEFAULTS[method], **params}
+    opts, kw = _fit_options(method, params)
     counts = sampled_rank_histogram(sampled_ranks, n)
     p_tilde = counts / counts.sum()
     check_bool(replacement, "replacement")
@@ -1052,14 +1099,13 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
         return FitResult(P, np.nan, 1, True, np.nan, time.perf_counter() - start, "bv")
 
     K = cached_kernel(N, n, bool(replacement))
-    kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
     if method in ("mle", "wmle"):
         weights = counts if method == "mle" else counts * wmle_weights(n, opts["weight"], opts["C"])
         if opts["solver"] == "cnm":
             return mle_cnm(weights, K, **kw)
         if opts["solver"] == "em":
             return mle_em(weights, K, **kw)
-        raise ValueError(f"solver must be 'cnm' or 'em' for method {method!r}, got {opts['solver']!r}")
+        raise _solver_error(method, opts["solver"])
     a = mes_scale(opts["eta"], n, opts["eta_scaling"])
     if opts["solver"] == "dual":
         return mes_dual(p_tilde, K, a, **kw)
@@ -1067,32 +1113,22 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
         if kw:
             raise ValueError("tol and max_iter are not used by solver 'cvxpy'")
         return mes_cvxpy(p_tilde, K, a)
-    raise ValueError(f"solver must be 'dual' or 'cvxpy' for method 'mes', got {opts['solver']!r}")
+    raise _solver_error(method, opts["solver"])
 
 
 def _fit_per_user_sizes(r, N, sizes, method, replacement, params) -> FitResult:
     """MLE with unequal per-user sample sizes (TORS Eq. 43, Appendix H): EM or CNM on the kernel
     blocks of the distinct (n_u, r_u) pairs."""
-    if method not in DISTRIBUTION_METHODS:
-        raise ValueError(f"method must be one of {DISTRIBUTION_METHODS}, got {method!r}")
-    if method not in PER_USER_SIZE_METHODS:
-        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
-                         f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
-    unknown = set(params) - set(_DEFAULTS[method])
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: "
-                         f"{sorted(_DEFAULTS[method])}")
+    opts, kw = _fit_options(method, params, per_user=True)
     check_bool(replacement, "replacement")
-    opts = {**_DEFAULTS[method], **params}
     sizes_, ranks_, counts_ = sampled_rank_table(r, sizes)
     # every observed (n, r) pair is one column; one block holds them all (no copy when stacked)
     blocks = [(kernel_columns(N, sizes_, ranks_, bool(replacement)), counts_.astype(np.float64))]
-    kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
     if opts["solver"] == "cnm":
         return mle_cnm_blocks(blocks, **kw)
     if opts["solver"] == "em":
         return mle_em_blocks(blocks, **kw)
-    raise ValueError(f"solver must be 'cnm' or 'em' for method {method!r}, got {opts['solver']!r}")
+    raise _solver_error(method, opts["solver"])
 
 
 def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size, method: str,

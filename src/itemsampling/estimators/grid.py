@@ -97,8 +97,9 @@ from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
 from .corrected import _RCOND_FACTOR, _check_system, _solve_spd, check_gamma
 from .distribution import (
-    ConvergenceWarning, FitResult, _check_positive, _row_bands, _single_blas_thread, _weighted_gram,
-    mes_scale, mle_cnm, mle_em, sampled_rank_histogram, wmle_weights,
+    OPTIONS, ConvergenceWarning, FitResult, _check_positive, _fit_options, _row_bands, _single_blas_thread,
+    _solver_error, _weighted_gram, check_sampled_ranks, mes_scale, mle_cnm, mle_em, sampled_rank_histogram,
+    wmle_weights,
 )
 
 __all__ = [
@@ -498,12 +499,8 @@ class GridFit(FitResult):
     grid: RankGrid | None = None
 
 
-_DEFAULTS = {
-    "mle": {"solver": "em", "tol": None, "max_iter": None},
-    "wmle": {"solver": "em", "tol": None, "max_iter": None, "weight": "ndcg", "C": 10.0},
-    "mes": {"tol": None, "max_iter": None, "eta": 0.001, "eta_scaling": "tors"},
-}
-GRID_DISTRIBUTION_METHODS = tuple(_DEFAULTS)
+#: the rank-distribution fits on the grid (options: :data:`.distribution.OPTIONS`, MES without ``solver``)
+GRID_DISTRIBUTION_METHODS = tuple(m for m in OPTIONS if m != "bv")
 
 
 def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str, grid=None,
@@ -521,29 +518,17 @@ def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
     """
     replacement = check_bool(replacement, "replacement")
     if np.ndim(sample_size) > 0:  # one size per user (adaptive sampling): MLE only, as in the dense path
-        from .._validation import check_sample_sizes
-
         N = check_int(n_items, "n_items", low=2)
-        r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
-        sizes = check_sample_sizes(sample_size, N, r.size)
+        r, sizes = check_sampled_ranks(sampled_ranks, N, sample_size)
         if not isinstance(sizes, int):
-            check_bool(replacement, "replacement")
             grid = rank_grid(N, int(sizes.max())) if grid is None else _check_grid(grid, N)
             return _grid_fit_per_user_sizes(r, N, sizes, method, grid, bool(replacement), params)
         sample_size = sizes
     N, n = check_sizes(n_items, sample_size)
-    if method not in _DEFAULTS:
-        raise ValueError(f"method must be one of {GRID_DISTRIBUTION_METHODS} on the grid, got {method!r}")
-    unknown = set(params) - set(_DEFAULTS[method])
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: "
-                         f"{sorted(_DEFAULTS[method])}")
-    check_bool(replacement, "replacement")
+    opts, kw = _fit_options(method, params, grid=True)
     grid = rank_grid(N, n) if grid is None else _check_grid(grid, N)
-    opts = {**_DEFAULTS[method], **params}
     counts = sampled_rank_histogram(sampled_ranks, n)
     K = grid_kernel(grid, n, bool(replacement))
-    kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
     if method in ("mle", "wmle"):
         weights = counts if method == "mle" else counts * wmle_weights(n, opts["weight"], opts["C"])
         if opts["solver"] == "cnm":
@@ -551,7 +536,7 @@ def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
         elif opts["solver"] == "em":
             res = mle_em(weights, K, pi0=grid.widths / N, **kw)
         else:
-            raise ValueError(f"solver must be 'cnm' or 'em' for method {method!r}, got {opts['solver']!r}")
+            raise _solver_error(method, opts["solver"])
     else:
         a = mes_scale(opts["eta"], n, opts["eta_scaling"])
         res = grid_mes_dual(counts / counts.sum(), K, grid.widths, a, **kw)
@@ -866,24 +851,16 @@ def _grid_fit_per_user_sizes(r, N, sizes, method, grid, replacement, params) -> 
     columns per distinct size, fed to :func:`.distribution.mle_em_blocks` / ``mle_cnm_blocks``."""
     from .distribution import mle_cnm_blocks, mle_em_blocks, sampled_rank_table
 
-    if method != "mle":
-        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
-                         "(adaptive sampling) use method 'mle'")
-    unknown = set(params) - set(_DEFAULTS["mle"])
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method 'mle'; allowed: "
-                         f"{sorted(_DEFAULTS['mle'])}")
-    opts = {**_DEFAULTS["mle"], **params}
+    opts, kw = _fit_options(method, params, per_user=True, grid=True)
     sz, rk, ct = sampled_rank_table(r, sizes)
     blocks = [(np.ascontiguousarray(grid_kernel(grid, int(b), replacement)[:, rk[sz == b] - 1]),
                ct[sz == b].astype(np.float64)) for b in np.unique(sz)]
-    kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
     if opts["solver"] == "cnm":
         res = mle_cnm_blocks(blocks, **kw)
     elif opts["solver"] == "em":
         res = mle_em_blocks(blocks, pi0=grid.widths / N, **kw)
     else:
-        raise ValueError(f"solver must be 'cnm' or 'em' for method 'mle', got {opts['solver']!r}")
+        raise _solver_error(method, opts["solver"])
     return GridFit(res.distribution, res.objective, res.iterations, res.stopped_by_tol, res.gap, res.seconds,
                    "grid-" + res.solver, grid)
 
