@@ -370,6 +370,65 @@ def em_step(pi, counts, K) -> np.ndarray:
     return new / new.sum()
 
 
+def _em(c, K, P, tol: float, max_iter: int, dot: bool = False, bar=None):
+    r"""The one EM loop of the package (Jin et al. Eq. 20-21, weighted Eq. 23; per-user sizes TORS
+    Appendix H Eq. 61-62 on stacked kernel columns): :math:`\pi_R \leftarrow \pi_R \sum_j \hat c_j
+    K_{R,j}/q_j`, :math:`q = K^\top\pi`, for a batch of fits at once (the single fit of
+    :func:`mle_em` is a batch of one; the bootstrap's replicates, :func:`~.bootstrap.batch_em`, many).
+
+    ``c`` (B, J): normalised weights, one row per fit; ``K`` (N, J); ``P`` (B, N): the starts
+    (overwritten). A fit stops when the relative change of its mean log-likelihood is at most ``tol``
+    (:math:`|\ell_t - \ell_{t-1}| \le \mathrm{tol}\cdot|\ell_t|`) or after ``max_iter`` passes. The
+    working arrays hold only the fits still running (compacted when some stop), so each pass is two
+    (B x N x J) products shared by them; with one BLAS thread a batch of one does the arithmetic of the
+    matrix-vector EM bit for bit. ``dot``: the log-likelihood as the single fit computes it (a dot
+    product over the observed columns; else a row sum, the batch's), so both keep their results bit
+    for bit. ``bar``: a progress bar advanced once per pass. Returns ``(P, Q, ll, iterations,
+    converged)``, per fit: the estimates, :math:`q`, the last mean log-likelihood, the passes run and
+    whether the rule was met."""
+    B = c.shape[0]
+    tiny = np.finfo(float).tiny
+    obs = c > 0
+
+    def loglik(cc, qq, oo):
+        if np.any(qq[oo] <= 0):
+            raise ValueError("an observed sampled rank has zero probability under the current estimate")
+        if dot:
+            return np.array([float(cc[0, oo[0]] @ np.log(qq[0, oo[0]]))])
+        return np.sum(cc * np.log(np.where(oo, qq, 1.0)), axis=1)
+
+    Q = P @ K
+    ll = loglik(c, Q, obs)
+    iters = np.zeros(B, dtype=np.int64)
+    converged = np.zeros(B, dtype=bool)
+    P_out, Q_out, ll_out = np.empty_like(P), np.empty_like(Q), np.empty(B)
+    act, Pa, Qa, ca, oa, lla = np.arange(B), P, Q, c, obs, ll
+    for it in range(1, max_iter + 1):
+        if np.any(Qa[oa] <= 0):
+            raise ValueError("an observed sampled rank has zero probability under the current estimate")
+        G = np.divide(ca, Qa, out=np.zeros_like(ca), where=oa) @ K.T
+        np.multiply(Pa, G, out=G)
+        G /= G.sum(axis=1, keepdims=True)
+        Pa = G
+        Qa = Pa @ K
+        new = loglik(ca, Qa, oa)
+        if bar is not None:
+            bar.update(1)
+        done = np.abs(new - lla) <= tol * np.maximum(np.abs(new), tiny)
+        lla = new
+        iters[act] = it
+        if done.any():
+            P_out[act[done]], Q_out[act[done]], ll_out[act[done]] = Pa[done], Qa[done], lla[done]
+            converged[act[done]] = True
+            keep = ~done
+            act, Pa, Qa, ca, oa, lla = act[keep], Pa[keep], Qa[keep], ca[keep], oa[keep], lla[keep]
+            if act.size == 0:
+                break
+    if act.size:
+        P_out[act], Q_out[act], ll_out[act] = Pa, Qa, lla
+    return P_out, Q_out, ll_out, iters, converged
+
+
 def _mle_em_impl(counts, K, pi0=None, tol: float = 1e-6, max_iter: int = 10_000, progress: bool = False) -> FitResult:
     r"""Plain EM for the (weighted) MLE from the uniform start (Jin et al. Eq. 20-23).
 
@@ -382,37 +441,24 @@ def _mle_em_impl(counts, K, pi0=None, tol: float = 1e-6, max_iter: int = 10_000,
     max_iter = check_int(max_iter, "max_iter", low=1)
     N, n = K.shape
     c = _normalise_counts(counts, n)
-    obs = c > 0
     p = np.full(N, 1.0 / N) if pi0 is None else check_probability_vector(pi0, "pi0", length=N).copy()
     start = time.perf_counter()
-    q = K.T @ p
-    ll = float(c[obs] @ np.log(q[obs]))
-    converged = False
-    it = 0
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_iter, desc="EM", leave=False)
-    for it in range(1, max_iter + 1):
-        p = p * (K @ _ratio(c, q))
-        p /= p.sum()
-        q = K.T @ p
-        new = float(c[obs] @ np.log(q[obs]))
+    try:
+        P, Q, ll, its, conv = _em(c[None, :], K, p[None, :], tol, max_iter, dot=True, bar=bar)
+    finally:
         if bar is not None:
-            bar.update(1)
-        if abs(new - ll) <= tol * max(abs(new), np.finfo(float).tiny):
-            ll = new
-            converged = True
-            break
-        ll = new
-    if bar is not None:
-        bar.close()
+            bar.close()
+    converged = bool(conv[0])
     if not converged:
         warnings.warn(f"EM did not reach relative log-likelihood change {tol:g} in {max_iter} iterations",
                       ConvergenceWarning, stacklevel=3)
-    gap = float(np.max(K @ _ratio(c, q)) - 1.0)
-    return FitResult(p, ll, it, converged, gap, time.perf_counter() - start, "em")
+    gap = float(np.max(K @ _ratio(c, Q[0])) - 1.0)
+    return FitResult(P[0], float(ll[0]), int(its[0]), converged, gap, time.perf_counter() - start, "em")
 
 
 def _local_maxima(g: np.ndarray) -> np.ndarray:
