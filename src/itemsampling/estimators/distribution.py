@@ -897,37 +897,83 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
     start = time.perf_counter()
     obs = np.flatnonzero(pt > 0)
     po = pt[obs]
-    Ko = np.ascontiguousarray(K[:, obs])
-    reg = a / (2.0 * po)
-    bands = _row_bands(Ko)
+    pi, it, converged, gmax, why = _mes_newton(np.ascontiguousarray(K[:, obs]), po, a / (2.0 * po), tol, max_iter)
+    if not converged:
+        warnings.warn(f"MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
+                      f"{gmax:.3g} > tol = {tol:g}: the result is not the MES optimum", ConvergenceWarning,
+                      stacklevel=3)
+    pi = pi / pi.sum()
+    return FitResult(pi, mes_objective(pi, pt, K, a), it, converged, gmax, time.perf_counter() - start, "dual")
+
+
+def _newton_cg_step(Ko, pi, q, reg, grad, gmax):
+    r"""Inexact Newton step of the MES dual for many observed ranks: conjugate gradients on
+    :math:`H = \bar K_O^\top(\mathrm{diag}\,\pi - \pi\pi^\top)\bar K_O + \mathrm{diag}(reg)` through
+    Hessian-vector products (:math:`O(Cn)` each, never the :math:`n\times n` matrix or its
+    :math:`O(n^3)` factorisation), Jacobi-preconditioned, to the relative residual
+    :math:`\min(0.1, \sqrt{\|\nabla f\|_\infty})` (superlinear convergence; Nocedal & Wright, Thm. 7.2)."""
+    from scipy.sparse.linalg import LinearOperator, cg
+
+    k = grad.size
+    diag = np.asarray(Ko.multiply(Ko).T @ pi).ravel() - q * q + reg
+
+    def hv(v):
+        return Ko.T @ (pi * (Ko @ v)) - q * (q @ v) + reg * v
+
+    H = LinearOperator((k, k), matvec=hv, dtype=np.float64)
+    P = LinearOperator((k, k), matvec=lambda v: v / diag, dtype=np.float64)
+    step, _ = cg(H, -grad, rtol=min(0.1, np.sqrt(gmax)), maxiter=10 * k, M=P)
+    return step
+
+
+def _mes_newton(Ko, po, reg, tol: float, max_iter: int, logw=None, cg: bool = False):
+    r"""The one Newton loop of the MES dual (TORS Eq. 35-36; derivation and stopping rules in
+    :func:`mes_dual`): minimise :math:`f(\mu) = \log\sum_R e^{(K_O\mu)_R + \log w_R} - \mu^\top\tilde P_O
+    + \tfrac12\mu^\top\mathrm{diag}(reg)\,\mu` from :math:`\mu = 0`. ``Ko``: the kernel's observed
+    columns (rows: ranks, or cells of widths :math:`w_R` with ``logw`` their logs, as
+    :func:`.grid.grid_mes_dual` passes them; ``None``: width 1, the dense problem); ``po`` their
+    :math:`\tilde P`; ``reg`` :math:`= a/(2\tilde P_O)`. Steps: the Newton system factorised directly
+    (Hessian over the row bands of :func:`_row_bands`), or with ``cg`` solved inexactly by
+    :func:`_newton_cg_step` on the kernel's entries above :math:`10^{-30}` of their row maximum
+    (many observed ranks). Returns ``(pi, iterations, converged, gmax, why)``: :math:`\pi(\mu)` (not
+    renormalised), the sup-norm of the gradient at the returned point and, when not converged, why."""
+    if cg:  # products with the kernel's non-negligible entries only (>= 1e-30 of the row maximum)
+        from scipy import sparse
+
+        Kp = sparse.csr_matrix(np.where(Ko >= 1e-30 * Ko.max(axis=1, keepdims=True), Ko, 0.0))
+    else:
+        Kp, bands = Ko, _row_bands(Ko)
 
     def f_val(mu):
-        z = Ko @ mu
+        z = Kp @ mu if logw is None else Kp @ mu + logw
         lse = logsumexp(z)
         return lse - mu @ po + 0.5 * float(mu @ (reg * mu)), np.exp(z - lse)
 
     def grad_max(mu, pi):
-        return float(np.max(np.abs(Ko.T @ pi - po + reg * mu)))
+        return float(np.max(np.abs(Kp.T @ pi - po + reg * mu)))
 
-    mu = np.zeros(obs.size)
+    mu = np.zeros(po.size)
     f, pi = f_val(mu)
     converged = False
     why = f"reached the iteration cap max_iter = {max_iter}"
     gmax = np.inf
     it = 0
     for it in range(1, max_iter + 1):
-        q = Ko.T @ pi
+        q = Kp.T @ pi
         grad = q - po + reg * mu
         gmax = float(np.max(np.abs(grad)))
         if gmax <= tol:
             converged = True
             why = ""
             break
-        H = _weighted_gram(Ko, pi, bands) - np.outer(q, q) + np.diag(reg)
-        try:
-            step = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), grad, check_finite=False)
-        except (linalg.LinAlgError, ValueError):
-            step = -linalg.lstsq(H, grad, check_finite=False)[0]
+        if cg:
+            step = _newton_cg_step(Kp, pi, q, reg, grad, gmax)
+        else:
+            H = _weighted_gram(Ko, pi, bands) - np.outer(q, q) + np.diag(reg)
+            try:
+                step = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), grad, check_finite=False)
+            except (linalg.LinAlgError, ValueError):
+                step = -linalg.lstsq(H, grad, check_finite=False)[0]
         dec = float(grad @ step)
         if -dec <= 1e-13 * max(1.0, abs(f)):
             # Newton decrement at rounding level: f cannot be lowered measurably. Take the full step
@@ -952,13 +998,7 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
             why = "stopped: the line search found no decrease"
             break
         mu, f, pi = mu + t * step, f_new, pi_new
-    gmax = grad_max(mu, pi)  # the residual at the returned point
-    if not converged:
-        warnings.warn(f"MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
-                      f"{gmax:.3g} > tol = {tol:g}: the result is not the MES optimum", ConvergenceWarning,
-                      stacklevel=3)
-    pi = pi / pi.sum()
-    return FitResult(pi, mes_objective(pi, pt, K, a), it, converged, gmax, time.perf_counter() - start, "dual")
+    return pi, it, converged, grad_max(mu, pi), why
 
 
 def mle_em(counts, K, pi0=None, tol: float = 1e-6, max_iter: int = 10_000, progress: bool = False) -> FitResult:

@@ -90,15 +90,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import linalg
-from scipy.special import expi, gammaln, logsumexp, psi
+from scipy.special import expi, gammaln, psi
 
 from .._validation import check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
 from .corrected import _RCOND_FACTOR, _check_system, _solve_spd, check_gamma
 from .distribution import (
-    OPTIONS, ConvergenceWarning, FitResult, _check_positive, _fit_options, _row_bands, _single_blas_thread,
-    _solver_error, _weighted_gram, check_sampled_ranks, mes_scale, mle_cnm, mle_em, sampled_rank_histogram,
+    OPTIONS, ConvergenceWarning, FitResult, _check_positive, _fit_options, _mes_newton, _row_bands,
+    _single_blas_thread, _solver_error, check_sampled_ranks, mes_scale, mle_cnm, mle_em, sampled_rank_histogram,
     wmle_weights,
 )
 
@@ -377,26 +377,6 @@ def grid_kernel(grid: RankGrid, sample_size: int, replacement: bool = True) -> n
 _MES_DIRECT = 2000  # observed ranks up to which the MES Newton system is factorised directly
 
 
-def _newton_cg_step(Ko, pi, q, reg, grad, gmax):
-    r"""Inexact Newton step of the MES dual for many observed ranks: conjugate gradients on
-    :math:`H = \bar K_O^\top(\mathrm{diag}\,\pi - \pi\pi^\top)\bar K_O + \mathrm{diag}(reg)` through
-    Hessian-vector products (:math:`O(Cn)` each, never the :math:`n\times n` matrix or its
-    :math:`O(n^3)` factorisation), Jacobi-preconditioned, to the relative residual
-    :math:`\min(0.1, \sqrt{\|\nabla f\|_\infty})` (superlinear convergence; Nocedal & Wright, Thm. 7.2)."""
-    from scipy.sparse.linalg import LinearOperator, cg
-
-    k = grad.size
-    diag = np.asarray(Ko.multiply(Ko).T @ pi).ravel() - q * q + reg
-
-    def hv(v):
-        return Ko.T @ (pi * (Ko @ v)) - q * (q @ v) + reg * v
-
-    H = LinearOperator((k, k), matvec=hv, dtype=np.float64)
-    P = LinearOperator((k, k), matvec=lambda v: v / diag, dtype=np.float64)
-    step, _ = cg(H, -grad, rtol=min(0.1, np.sqrt(gmax)), maxiter=10 * k, M=P)
-    return step
-
-
 def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: int = 200) -> FitResult:
     r"""MES (TORS Eq. 35-36) over global ranks with :math:`P` uniform within cells, solved through
     its Lagrange dual by Newton's method.
@@ -408,9 +388,9 @@ def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: in
               + \frac a4\sum_{r\in O}\frac{\mu_r^2}{\tilde P(r)},
 
     with :math:`w(\mu) = \mathrm{softmax}(\bar K_O\mu + \log|c|)`; gradient, Hessian and stopping
-    rules are those of ``mes_dual`` (which this equals when every width is 1); beyond 2,000 observed
-    sampled ranks the Newton system is solved inexactly by preconditioned conjugate gradients
-    (:func:`_newton_cg_step`), which keeps each step at :math:`O(Cn)` per product instead of
+    rules are those of ``mes_dual`` (one Newton loop, :func:`.distribution._mes_newton`, which this
+    equals when every width is 1); beyond 2,000 observed sampled ranks the Newton system is solved
+    inexactly by preconditioned conjugate gradients (:func:`.distribution._newton_cg_step`), which keeps each step at :math:`O(Cn)` per product instead of
     :math:`O(n^3)`. Returns the cell
     masses as ``distribution``; ``objective`` is :math:`aH - E` with :math:`H` over ranks.
     """
@@ -424,61 +404,12 @@ def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: in
     start = time.perf_counter()
     obs = np.flatnonzero(pt > 0)
     po = pt[obs]
-    Ko = np.ascontiguousarray(K[:, obs])
-    reg = a / (2.0 * po)
-    logw = np.log(widths)
     with _single_blas_thread():
-        if obs.size <= _MES_DIRECT:
-            bands = _row_bands(Ko)
-            Kp = Ko
-        else:  # products with the kernel's non-negligible entries only (>= 1e-30 of the row maximum)
-            from scipy import sparse
-
-            Kp = sparse.csr_matrix(np.where(Ko >= 1e-30 * Ko.max(axis=1, keepdims=True), Ko, 0.0))
-
-        def f_val(mu):
-            z = Kp @ mu + logw
-            lse = logsumexp(z)
-            return lse - mu @ po + 0.5 * float(mu @ (reg * mu)), np.exp(z - lse)
-
-        mu = np.zeros(obs.size)
-        f, pi = f_val(mu)
-        converged = False
-        gmax = np.inf
-        it = 0
-        for it in range(1, max_iter + 1):
-            q = Kp.T @ pi
-            grad = q - po + reg * mu
-            gmax = float(np.max(np.abs(grad)))
-            if gmax <= tol:
-                converged = True
-                break
-            if obs.size <= _MES_DIRECT:
-                H = _weighted_gram(Ko, pi, bands) - np.outer(q, q) + np.diag(reg)
-                try:
-                    step = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), grad, check_finite=False)
-                except (linalg.LinAlgError, ValueError):
-                    step = -linalg.lstsq(H, grad, check_finite=False)[0]
-            else:
-                step = _newton_cg_step(Kp, pi, q, reg, grad, gmax)
-            dec = float(grad @ step)
-            if -dec <= 1e-13 * max(1.0, abs(f)):
-                converged = True
-                break
-            if dec >= 0:
-                step, dec = -grad, -float(grad @ grad)
-            t = 1.0
-            for _ in range(60):
-                f_new, pi_new = f_val(mu + t * step)
-                if f_new <= f + 1e-4 * t * dec:
-                    break
-                t *= 0.5
-            else:
-                break
-            mu, f, pi = mu + t * step, f_new, pi_new
+        pi, it, converged, gmax, why = _mes_newton(np.ascontiguousarray(K[:, obs]), po, a / (2.0 * po), tol, max_iter,
+                                                   logw=np.log(widths), cg=obs.size > _MES_DIRECT)
     if not converged:
-        warnings.warn(f"grid MES dual Newton stopped with gradient {gmax:.3g} > tol = {tol:g} after {it} "
-                      "iterations", ConvergenceWarning, stacklevel=2)
+        warnings.warn(f"grid MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
+                      f"{gmax:.3g} > tol = {tol:g}", ConvergenceWarning, stacklevel=2)
     pi = pi / pi.sum()
     pos = pi > 0
     H = float(-(pi[pos] @ np.log(pi[pos] / widths[pos])))
