@@ -891,13 +891,8 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
     ranks, which cuts its cost several-fold at :math:`n = 500`.
     """
     pt, K = _check_mes_inputs(p_tilde, K)
-    a = _check_positive(a, "a")
-    tol = _check_positive(tol, "tol")
-    max_iter = check_int(max_iter, "max_iter", low=1)
     start = time.perf_counter()
-    obs = np.flatnonzero(pt > 0)
-    po = pt[obs]
-    pi, it, converged, gmax, why = _mes_newton(np.ascontiguousarray(K[:, obs]), po, a / (2.0 * po), tol, max_iter)
+    a, pi, it, converged, gmax, why = _mes_newton(K, pt, a, tol, max_iter)
     if not converged:
         warnings.warn(f"MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
                       f"{gmax:.3g} > tol = {tol:g}: the result is not the MES optimum", ConvergenceWarning,
@@ -926,17 +921,25 @@ def _newton_cg_step(Ko, pi, q, reg, grad, gmax):
     return step
 
 
-def _mes_newton(Ko, po, reg, tol: float, max_iter: int, logw=None, cg: bool = False):
+def _mes_newton(K, pt, a, tol, max_iter, logw=None, cg_above=None):
     r"""The one Newton loop of the MES dual (TORS Eq. 35-36; derivation and stopping rules in
     :func:`mes_dual`): minimise :math:`f(\mu) = \log\sum_R e^{(K_O\mu)_R + \log w_R} - \mu^\top\tilde P_O
-    + \tfrac12\mu^\top\mathrm{diag}(reg)\,\mu` from :math:`\mu = 0`. ``Ko``: the kernel's observed
-    columns (rows: ranks, or cells of widths :math:`w_R` with ``logw`` their logs, as
-    :func:`.grid.grid_mes_dual` passes them; ``None``: width 1, the dense problem); ``po`` their
-    :math:`\tilde P`; ``reg`` :math:`= a/(2\tilde P_O)`. Steps: the Newton system factorised directly
-    (Hessian over the row bands of :func:`_row_bands`), or with ``cg`` solved inexactly by
-    :func:`_newton_cg_step` on the kernel's entries above :math:`10^{-30}` of their row maximum
-    (many observed ranks). Returns ``(pi, iterations, converged, gmax, why)``: :math:`\pi(\mu)` (not
-    renormalised), the sup-norm of the gradient at the returned point and, when not converged, why."""
+    + \frac a4\sum_{r\in O}\mu_r^2/\tilde P(r)` from :math:`\mu = 0`. ``K``: the kernel (rows: ranks, or
+    cells of widths :math:`w_R` with ``logw`` their logs, as :func:`.grid.grid_mes_dual` passes them;
+    ``None``: width 1, the dense problem), ``pt`` the sampled-rank distribution :math:`\tilde P`; ``a``,
+    ``tol`` and ``max_iter`` are checked here. Steps: the Newton system factorised directly (Hessian
+    over the row bands of :func:`_row_bands`) or, beyond ``cg_above`` observed ranks, solved inexactly
+    by :func:`_newton_cg_step` on the kernel's entries above :math:`10^{-30}` of their row maximum.
+    Returns ``(a, pi, iterations, converged, gmax, why)``: :math:`\pi(\mu)` (not renormalised), the
+    sup-norm of the gradient at the returned point and, when not converged, why."""
+    a = _check_positive(a, "a")
+    tol = _check_positive(tol, "tol")
+    max_iter = check_int(max_iter, "max_iter", low=1)
+    obs = np.flatnonzero(pt > 0)
+    po = pt[obs]
+    Ko = np.ascontiguousarray(K[:, obs])
+    reg = a / (2.0 * po)
+    cg = cg_above is not None and obs.size > cg_above
     if cg:  # products with the kernel's non-negligible entries only (>= 1e-30 of the row maximum)
         from scipy import sparse
 
@@ -998,7 +1001,7 @@ def _mes_newton(Ko, po, reg, tol: float, max_iter: int, logw=None, cg: bool = Fa
             why = "stopped: the line search found no decrease"
             break
         mu, f, pi = mu + t * step, f_new, pi_new
-    return pi, it, converged, grad_max(mu, pi), why
+    return a, pi, it, converged, grad_max(mu, pi), why
 
 
 def mle_em(counts, K, pi0=None, tol: float = 1e-6, max_iter: int = 10_000, progress: bool = False) -> FitResult:

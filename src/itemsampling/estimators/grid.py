@@ -97,7 +97,7 @@ from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
 from .corrected import _RCOND_FACTOR, _check_system, _solve_spd, check_gamma
 from .distribution import (
-    OPTIONS, ConvergenceWarning, FitResult, _check_positive, _fit_options, _mes_newton, _row_bands,
+    OPTIONS, ConvergenceWarning, FitResult, _fit_options, _mes_newton, _row_bands,
     _single_blas_thread, _solver_error, check_sampled_ranks, mes_scale, mle_cnm, mle_em, sampled_rank_histogram,
     wmle_weights,
 )
@@ -398,15 +398,9 @@ def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: in
     widths = np.asarray(widths, dtype=np.float64)
     if widths.shape != (K.shape[0],) or np.any(widths < 1):
         raise ValueError("widths must hold one width >= 1 per kernel row")
-    a = _check_positive(a, "a")
-    tol = _check_positive(tol, "tol")
-    max_iter = check_int(max_iter, "max_iter", low=1)
     start = time.perf_counter()
-    obs = np.flatnonzero(pt > 0)
-    po = pt[obs]
     with _single_blas_thread():
-        pi, it, converged, gmax, why = _mes_newton(np.ascontiguousarray(K[:, obs]), po, a / (2.0 * po), tol, max_iter,
-                                                   logw=np.log(widths), cg=obs.size > _MES_DIRECT)
+        a, pi, it, converged, gmax, why = _mes_newton(K, pt, a, tol, max_iter, np.log(widths), _MES_DIRECT)
     if not converged:
         warnings.warn(f"grid MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
                       f"{gmax:.3g} > tol = {tol:g}", ConvergenceWarning, stacklevel=2)
