@@ -22,10 +22,10 @@ import warnings
 
 import numpy as np
 
-from .._validation import (ResolutionWarning, check_bool, check_int, check_probability_vector, check_ranks,
-                           check_sample_sizes)
+from .._validation import ResolutionWarning, check_bool, check_int, check_probability_vector
 from .bootstrap import MetricEstimate, ModelComparison, bootstrap_metric, bootstrap_metrics, compare_estimates
 from ..metrics import canonical_metric, metric_function
+from .distribution import OPTIONS as _FIT_OPTIONS, PER_USER_SIZE_METHODS as _FIT_PER_USER, check_sampled_ranks
 from .corrected import (
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
     corrected_moments, expected_corrected_given_rank, mse_decomposition, rank_estimate,
@@ -62,13 +62,16 @@ METHODS = ("sampled", "rank_estimate", "cls", "bv", "mn", "mn_weighted", "mle", 
 
 _DISTRIBUTION_METHODS = ("mle", "wmle", "mes")
 #: Methods of :func:`estimate_metric` that accept per-user sample sizes (adaptive sampling).
-PER_USER_SIZE_METHODS = ("sampled", "mle")
+PER_USER_SIZE_METHODS = ("sampled",) + _FIT_PER_USER
 #: Methods of :func:`estimate_metric` that accept per-user catalogue sizes (``n_items`` an array; the
 #: model in :mod:`.distribution`, "Per-user catalogue sizes"). CLS is left out: its bounded least
 #: squares is solved once per distinct pool, minutes for hundreds of pools.
 POOL_METHODS = tuple(m for m in METHODS if m != "cls")
 _CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement", "grid"}
-_DIST_ONLY = {"mes": ("eta", "eta_scaling"), "wmle": ("C", "weight"), "mle": ()}
+#: the options of each rank-distribution fit (:data:`.distribution.OPTIONS`, the one table), and those
+#: that only it takes (routed to it alone by :func:`estimate_metrics`)
+_DIST_OPTIONS = {m: tuple(_FIT_OPTIONS[m]) for m in _DISTRIBUTION_METHODS}
+_DIST_ONLY = {m: tuple(o for o in _DIST_OPTIONS[m] if o not in _DIST_OPTIONS["mle"]) for m in _DISTRIBUTION_METHODS}
 
 
 def estimate_rank_distribution(sampled_ranks, n_items, sample_size, method, **params):
@@ -271,17 +274,7 @@ def _prepare(sampled_ranks, n_items, sample_size, params, method=None):
         pools = None if isinstance(p, int) else p
         n_items = N
     N = check_int(n_items, "n_items", low=2)
-    if np.ndim(sample_size) == 0:
-        n = check_sample_sizes(sample_size, N)
-        r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
-    else:  # one size per user (adaptive sampling): an int if all are equal
-        r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
-        n = check_sample_sizes(sample_size, N, r.size)
-        if np.any(r > n):
-            u = int(np.flatnonzero(r > n)[0])
-            bound = n if isinstance(n, int) else int(n[u])
-            raise ValueError(f"sampled_ranks must lie in 1..sample_size for every user; user {u} has rank {r[u]} "
-                             f"with sample_size {bound}")
+    r, n = check_sampled_ranks(sampled_ranks, N, sample_size)  # n: an int if all sizes are equal
     if "replacement" in params:
         check_bool(params["replacement"], "replacement")
     if "gamma" in params and params["gamma"] is not None:
@@ -422,10 +415,6 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
     seq, ks = _ks(k)
     out = _estimate(r, N, n, [metric], ks, method, params, {}, pools)[0]
     return out if seq else float(out[0])
-
-
-_DIST_OPTIONS = {"mle": ("solver", "tol", "max_iter"), "wmle": ("solver", "tol", "max_iter", "weight", "C"),
-                 "mes": ("solver", "tol", "max_iter", "eta", "eta_scaling")}
 
 
 def _options_of(method: str) -> set:

@@ -48,8 +48,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_rng, check_int, check_open_unit, check_ranks, check_sample_sizes
+from .._validation import as_rng, check_int, check_open_unit, check_ranks
 from ..metrics import metric_function
+from .distribution import (
+    PER_USER_SIZE_METHODS as _FIT_PER_USER, ConvergenceWarning, _em, check_n_items, check_sampled_ranks,
+)
 
 __all__ = [
     "MetricEstimate",
@@ -69,7 +72,7 @@ __all__ = [
 _EM_BLOCK = 50
 
 #: Methods that accept per-user sample sizes (an array ``sample_size`` with unequal entries).
-PER_USER_METHODS = ("sampled", "mle")  # = estimators.PER_USER_SIZE_METHODS
+PER_USER_METHODS = ("sampled",) + _FIT_PER_USER  # = estimators.PER_USER_SIZE_METHODS
 
 
 @dataclass(frozen=True)
@@ -186,22 +189,10 @@ def _pair_table(r: np.ndarray, sizes, pools=None):
 
 def _check_input(sampled_ranks, n_items, sample_size, name="sampled_ranks", size_name="sample_size"):
     """``(r, N, sizes, pools)``; ``pools`` the per-user catalogue sizes or ``None`` (``N`` the largest)."""
-    from .distribution import check_n_items
-
     r = check_ranks(sampled_ranks, name)
     pools = check_n_items(n_items, r.size)
     N, pools = (pools, None) if isinstance(pools, int) else (int(pools.max()), pools)
-    try:
-        sizes = check_sample_sizes(sample_size, N, r.size)
-    except ValueError as err:
-        if size_name != "sample_size":
-            raise ValueError(str(err).replace("sample_size", size_name)) from None
-        raise
-    hi = sizes if isinstance(sizes, int) else sizes
-    if np.any(r > hi):
-        bad = np.flatnonzero(r > hi)[0]
-        lim = sizes if isinstance(sizes, int) else sizes[bad]
-        raise ValueError(f"{name} must lie in 1..{size_name} (= {lim}), got {r[bad]}")
+    r, sizes = check_sampled_ranks(r, N, sample_size, name, size_name)
     if pools is not None:
         check_n_items(pools, r.size, sizes)
     return r, N, sizes, pools
@@ -227,7 +218,8 @@ def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000)
     change of its mean log-likelihood is at most ``tol``. Column :math:`j` is the kernel column
     :math:`P(r_j \mid R, n_j)` of one distinct (sampled-set size, sampled rank) pair, so per-user
     sample sizes (TORS Eq. 43 and Appendix H, Eq. 61-62) need nothing else. Each pass is two
-    (B x N x J) matrix products, shared by the replicates still running.
+    (B x N x J) matrix products, shared by the replicates still running (the one EM loop,
+    :func:`itemsampling.estimators.distribution._em`).
 
     Returns ``(P, iterations, converged)``: P of shape (B, N), rows summing to 1.
     """
@@ -238,52 +230,9 @@ def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000)
     tot = C.sum(axis=1, keepdims=True)
     if np.any(tot <= 0) or np.any(C < 0) or not np.all(np.isfinite(C)):
         raise ValueError("weights must be non-negative and finite with a positive total per row")
-    c = C / tot
     B, N = C.shape[0], K.shape[0]
-    tiny = np.finfo(float).tiny
-    P = np.full((B, N), 1.0 / N)
-    Q = P @ K
-    obs = c > 0
-
-    def loglik(cc, qq, oo):
-        if np.any(qq[oo] <= 0):
-            raise ValueError("an observed sampled rank has zero probability under the current estimate")
-        return np.sum(cc * np.log(np.where(oo, qq, 1.0)), axis=1)
-
-    ll = loglik(c, Q, obs)
-    iters = np.zeros(B, dtype=np.int64)
-    converged = np.zeros(B, dtype=bool)
-    out = np.empty((B, N))
-    # working arrays hold only the replicates still running; they are compacted when some stop
-    # (not gathered and scattered on every pass), and the update is done in place: the arithmetic
-    # of every row is exactly that of the single-fit EM
-    act, Pa, Qa, ca, oa, lla = np.arange(B), P, Q, c, obs, ll
-    for it in range(1, max_iter + 1):
-        if np.any(Qa[oa] <= 0):
-            raise ValueError("an observed sampled rank has zero probability under the current estimate")
-        ratio = np.divide(ca, Qa, out=np.zeros_like(ca), where=oa)
-        G = ratio @ K.T
-        np.multiply(Pa, G, out=G)
-        G /= G.sum(axis=1, keepdims=True)
-        Pa = G
-        Qa = Pa @ K
-        new = loglik(ca, Qa, oa)
-        done = np.abs(new - lla) <= tol * np.maximum(np.abs(new), tiny)
-        lla = new
-        iters[act] = it
-        if done.any():
-            out[act[done]] = Pa[done]
-            converged[act[done]] = True
-            keep = ~done
-            act, Pa, Qa, ca, oa, lla = act[keep], Pa[keep], Qa[keep], ca[keep], oa[keep], lla[keep]
-            if act.size == 0:
-                break
-    if act.size:
-        out[act] = Pa
-    P = out
+    P, _, _, iters, converged = _em(C / tot, K, np.full((B, N), 1.0 / N), tol, max_iter)
     if not np.all(converged):
-        from .distribution import ConvergenceWarning
-
         warnings.warn(f"EM did not reach relative log-likelihood change {tol:g} in {max_iter} iterations "
                       f"for {int(np.sum(~converged))} of {B} bootstrap replicates", ConvergenceWarning,
                       stacklevel=3)

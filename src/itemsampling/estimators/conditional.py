@@ -59,9 +59,10 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from .._validation import as_float_array, as_rng, check_bool, check_int, check_ranks, check_sample_sizes
+from .._validation import as_float_array, as_rng, check_bool, check_int, check_ranks
 from ..metrics import canonical_metric, metric_function
 from .bootstrap import MetricEstimate, check_confidence
+from .distribution import check_sampled_ranks
 
 __all__ = ["TARGETS", "check_target", "rank_posterior", "posterior_metric_moments", "conditional_metric",
            "conditional_metrics"]
@@ -80,12 +81,8 @@ def check_target(target) -> str:
 def _pairs(sampled_ranks, n_items, sample_size):
     r = check_ranks(sampled_ranks, "sampled_ranks")
     N = check_int(int(np.max(n_items)) if np.ndim(n_items) else n_items, "n_items", low=2)
-    n = check_sample_sizes(sample_size, N, r.size)
+    r, n = check_sampled_ranks(r, N, sample_size, size_name="sample_size")
     sizes = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else np.asarray(n, dtype=np.int64)
-    if np.any(r > sizes):
-        u = int(np.flatnonzero(r > sizes)[0])
-        raise ValueError(f"sampled_ranks must lie in 1..sample_size for every user; user {u} has rank {r[u]} "
-                         f"with sample_size {sizes[u]}")
     rows, counts = np.unique(np.column_stack([sizes, r]), axis=0, return_counts=True)
     return N, n, r, rows[:, 0].copy(), rows[:, 1].copy(), counts.astype(np.float64)
 

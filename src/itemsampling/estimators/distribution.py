@@ -139,6 +139,8 @@ __all__ = [
     "mle_em_blocks",
     "mle_cnm_blocks",
     "PER_USER_SIZE_METHODS",
+    "OPTIONS",
+    "check_sampled_ranks",
     "check_n_items",
     "pool_rank_map",
     "pool_metric_matrix",
@@ -223,6 +225,32 @@ def sampled_rank_histogram(sampled_ranks, sample_size: int) -> np.ndarray:
     r = check_ranks(sampled_ranks, "sampled_ranks", high=sample_size)
     check_memory(16.0 * sample_size, f"a histogram of {sample_size} sampled ranks", "sample_size")
     return np.bincount(r, minlength=sample_size + 1)[1:].astype(np.float64)
+
+
+def check_sampled_ranks(sampled_ranks, n_items: int, sample_size, name: str = "sampled_ranks",
+                        size_name: str | None = None):
+    r"""The one validation of sampled ranks with their sample size(s) (every estimator entry point
+    calls it): ``(r, n)``, ``r`` the int64 ranks, ``n`` one size :math:`2 \le n \le N` = ``n_items``
+    (an int, also for equal per-user sizes) or one size :math:`n_u` per user
+    (``_validation.check_sample_sizes``), with :math:`1 \le r_u \le n_u` for every user. Errors name
+    ``name`` and ``size_name`` (default ``"sample_size"``); with one size and no ``size_name`` they
+    read as ``check_ranks``'s (``1..n``)."""
+    label = size_name or "sample_size"
+    if np.ndim(sample_size) == 0 and size_name is None:
+        n = check_sample_sizes(sample_size, n_items)
+        return check_ranks(sampled_ranks, name, high=n), n
+    r = check_ranks(sampled_ranks, name)
+    try:
+        n = check_sample_sizes(sample_size, n_items, r.size)
+    except ValueError as err:
+        if label != "sample_size":
+            raise ValueError(str(err).replace("sample_size", label)) from None
+        raise
+    if np.any(r > n):
+        u = int(np.flatnonzero(r > n)[0])
+        raise ValueError(f"{name} must lie in 1..{label} for every user; user {u} has rank {r[u]} with {label} "
+                         f"{n if isinstance(n, int) else int(n[u])}")
+    return r, n
 
 
 def _check_positive(value, name: str, low: float = 0.0, inclusive: bool = False) -> float:
@@ -342,6 +370,65 @@ def em_step(pi, counts, K) -> np.ndarray:
     return new / new.sum()
 
 
+def _em(c, K, P, tol: float, max_iter: int, dot: bool = False, bar=None):
+    r"""The one EM loop of the package (Jin et al. Eq. 20-21, weighted Eq. 23; per-user sizes TORS
+    Appendix H Eq. 61-62 on stacked kernel columns): :math:`\pi_R \leftarrow \pi_R \sum_j \hat c_j
+    K_{R,j}/q_j`, :math:`q = K^\top\pi`, for a batch of fits at once (the single fit of
+    :func:`mle_em` is a batch of one; the bootstrap's replicates, :func:`~.bootstrap.batch_em`, many).
+
+    ``c`` (B, J): normalised weights, one row per fit; ``K`` (N, J); ``P`` (B, N): the starts
+    (overwritten). A fit stops when the relative change of its mean log-likelihood is at most ``tol``
+    (:math:`|\ell_t - \ell_{t-1}| \le \mathrm{tol}\cdot|\ell_t|`) or after ``max_iter`` passes. The
+    working arrays hold only the fits still running (compacted when some stop), so each pass is two
+    (B x N x J) products shared by them; with one BLAS thread a batch of one does the arithmetic of the
+    matrix-vector EM bit for bit. ``dot``: the log-likelihood as the single fit computes it (a dot
+    product over the observed columns; else a row sum, the batch's), so both keep their results bit
+    for bit. ``bar``: a progress bar advanced once per pass. Returns ``(P, Q, ll, iterations,
+    converged)``, per fit: the estimates, :math:`q`, the last mean log-likelihood, the passes run and
+    whether the rule was met."""
+    B = c.shape[0]
+    tiny = np.finfo(float).tiny
+    obs = c > 0
+
+    def loglik(cc, qq, oo):
+        if np.any(qq[oo] <= 0):
+            raise ValueError("an observed sampled rank has zero probability under the current estimate")
+        if dot:
+            return np.array([float(cc[0, oo[0]] @ np.log(qq[0, oo[0]]))])
+        return np.sum(cc * np.log(np.where(oo, qq, 1.0)), axis=1)
+
+    Q = P @ K
+    ll = loglik(c, Q, obs)
+    iters = np.zeros(B, dtype=np.int64)
+    converged = np.zeros(B, dtype=bool)
+    P_out, Q_out, ll_out = np.empty_like(P), np.empty_like(Q), np.empty(B)
+    act, Pa, Qa, ca, oa, lla = np.arange(B), P, Q, c, obs, ll
+    for it in range(1, max_iter + 1):
+        if np.any(Qa[oa] <= 0):
+            raise ValueError("an observed sampled rank has zero probability under the current estimate")
+        G = np.divide(ca, Qa, out=np.zeros_like(ca), where=oa) @ K.T
+        np.multiply(Pa, G, out=G)
+        G /= G.sum(axis=1, keepdims=True)
+        Pa = G
+        Qa = Pa @ K
+        new = loglik(ca, Qa, oa)
+        if bar is not None:
+            bar.update(1)
+        done = np.abs(new - lla) <= tol * np.maximum(np.abs(new), tiny)
+        lla = new
+        iters[act] = it
+        if done.any():
+            P_out[act[done]], Q_out[act[done]], ll_out[act[done]] = Pa[done], Qa[done], lla[done]
+            converged[act[done]] = True
+            keep = ~done
+            act, Pa, Qa, ca, oa, lla = act[keep], Pa[keep], Qa[keep], ca[keep], oa[keep], lla[keep]
+            if act.size == 0:
+                break
+    if act.size:
+        P_out[act], Q_out[act], ll_out[act] = Pa, Qa, lla
+    return P_out, Q_out, ll_out, iters, converged
+
+
 def _mle_em_impl(counts, K, pi0=None, tol: float = 1e-6, max_iter: int = 10_000, progress: bool = False) -> FitResult:
     r"""Plain EM for the (weighted) MLE from the uniform start (Jin et al. Eq. 20-23).
 
@@ -354,37 +441,24 @@ def _mle_em_impl(counts, K, pi0=None, tol: float = 1e-6, max_iter: int = 10_000,
     max_iter = check_int(max_iter, "max_iter", low=1)
     N, n = K.shape
     c = _normalise_counts(counts, n)
-    obs = c > 0
     p = np.full(N, 1.0 / N) if pi0 is None else check_probability_vector(pi0, "pi0", length=N).copy()
     start = time.perf_counter()
-    q = K.T @ p
-    ll = float(c[obs] @ np.log(q[obs]))
-    converged = False
-    it = 0
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_iter, desc="EM", leave=False)
-    for it in range(1, max_iter + 1):
-        p = p * (K @ _ratio(c, q))
-        p /= p.sum()
-        q = K.T @ p
-        new = float(c[obs] @ np.log(q[obs]))
+    try:
+        P, Q, ll, its, conv = _em(c[None, :], K, p[None, :], tol, max_iter, dot=True, bar=bar)
+    finally:
         if bar is not None:
-            bar.update(1)
-        if abs(new - ll) <= tol * max(abs(new), np.finfo(float).tiny):
-            ll = new
-            converged = True
-            break
-        ll = new
-    if bar is not None:
-        bar.close()
+            bar.close()
+    converged = bool(conv[0])
     if not converged:
         warnings.warn(f"EM did not reach relative log-likelihood change {tol:g} in {max_iter} iterations",
                       ConvergenceWarning, stacklevel=3)
-    gap = float(np.max(K @ _ratio(c, q)) - 1.0)
-    return FitResult(p, ll, it, converged, gap, time.perf_counter() - start, "em")
+    gap = float(np.max(K @ _ratio(c, Q[0])) - 1.0)
+    return FitResult(P[0], float(ll[0]), int(its[0]), converged, gap, time.perf_counter() - start, "em")
 
 
 def _local_maxima(g: np.ndarray) -> np.ndarray:
@@ -498,13 +572,8 @@ def sampled_rank_table(sampled_ranks, sample_size):
     :math:`r_u` must lie in :math:`1..n_u`. Returns ``(sizes, ranks, counts)``, three int64 arrays
     sorted by size, then rank.
     """
-    r = check_ranks(sampled_ranks, "sampled_ranks")
-    n = check_sample_sizes(sample_size, np.iinfo(np.int64).max, r.size)
+    r, n = check_sampled_ranks(sampled_ranks, np.iinfo(np.int64).max, sample_size, size_name="sample_size")
     sizes = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else n
-    if np.any(r > sizes):
-        u = int(np.flatnonzero(r > sizes)[0])
-        raise ValueError(f"sampled_ranks must lie in 1..sample_size for every user; user {u} has rank {r[u]} "
-                         f"with sample_size {sizes[u]}")
     key = sizes * (int(r.max()) + 1) + r
     uniq, counts = np.unique(key, return_counts=True)
     return uniq // (int(r.max()) + 1), uniq % (int(r.max()) + 1), counts.astype(np.int64)
@@ -822,43 +891,92 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
     ranks, which cuts its cost several-fold at :math:`n = 500`.
     """
     pt, K = _check_mes_inputs(p_tilde, K)
+    start = time.perf_counter()
+    a, pi, it, converged, gmax, why = _mes_newton(K, pt, a, tol, max_iter)
+    if not converged:
+        warnings.warn(f"MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
+                      f"{gmax:.3g} > tol = {tol:g}: the result is not the MES optimum", ConvergenceWarning,
+                      stacklevel=3)
+    pi = pi / pi.sum()
+    return FitResult(pi, mes_objective(pi, pt, K, a), it, converged, gmax, time.perf_counter() - start, "dual")
+
+
+def _newton_cg_step(Ko, pi, q, reg, grad, gmax):
+    r"""Inexact Newton step of the MES dual for many observed ranks: conjugate gradients on
+    :math:`H = \bar K_O^\top(\mathrm{diag}\,\pi - \pi\pi^\top)\bar K_O + \mathrm{diag}(reg)` through
+    Hessian-vector products (:math:`O(Cn)` each, never the :math:`n\times n` matrix or its
+    :math:`O(n^3)` factorisation), Jacobi-preconditioned, to the relative residual
+    :math:`\min(0.1, \sqrt{\|\nabla f\|_\infty})` (superlinear convergence; Nocedal & Wright, Thm. 7.2)."""
+    from scipy.sparse.linalg import LinearOperator, cg
+
+    k = grad.size
+    diag = np.asarray(Ko.multiply(Ko).T @ pi).ravel() - q * q + reg
+
+    def hv(v):
+        return Ko.T @ (pi * (Ko @ v)) - q * (q @ v) + reg * v
+
+    H = LinearOperator((k, k), matvec=hv, dtype=np.float64)
+    P = LinearOperator((k, k), matvec=lambda v: v / diag, dtype=np.float64)
+    step, _ = cg(H, -grad, rtol=min(0.1, np.sqrt(gmax)), maxiter=10 * k, M=P)
+    return step
+
+
+def _mes_newton(K, pt, a, tol, max_iter, logw=None, cg_above=None):
+    r"""The one Newton loop of the MES dual (TORS Eq. 35-36; derivation and stopping rules in
+    :func:`mes_dual`): minimise :math:`f(\mu) = \log\sum_R e^{(K_O\mu)_R + \log w_R} - \mu^\top\tilde P_O
+    + \frac a4\sum_{r\in O}\mu_r^2/\tilde P(r)` from :math:`\mu = 0`. ``K``: the kernel (rows: ranks, or
+    cells of widths :math:`w_R` with ``logw`` their logs, as :func:`.grid.grid_mes_dual` passes them;
+    ``None``: width 1, the dense problem), ``pt`` the sampled-rank distribution :math:`\tilde P`; ``a``,
+    ``tol`` and ``max_iter`` are checked here. Steps: the Newton system factorised directly (Hessian
+    over the row bands of :func:`_row_bands`) or, beyond ``cg_above`` observed ranks, solved inexactly
+    by :func:`_newton_cg_step` on the kernel's entries above :math:`10^{-30}` of their row maximum.
+    Returns ``(a, pi, iterations, converged, gmax, why)``: :math:`\pi(\mu)` (not renormalised), the
+    sup-norm of the gradient at the returned point and, when not converged, why."""
     a = _check_positive(a, "a")
     tol = _check_positive(tol, "tol")
     max_iter = check_int(max_iter, "max_iter", low=1)
-    start = time.perf_counter()
     obs = np.flatnonzero(pt > 0)
     po = pt[obs]
     Ko = np.ascontiguousarray(K[:, obs])
     reg = a / (2.0 * po)
-    bands = _row_bands(Ko)
+    cg = cg_above is not None and obs.size > cg_above
+    if cg:  # products with the kernel's non-negligible entries only (>= 1e-30 of the row maximum)
+        from scipy import sparse
+
+        Kp = sparse.csr_matrix(np.where(Ko >= 1e-30 * Ko.max(axis=1, keepdims=True), Ko, 0.0))
+    else:
+        Kp, bands = Ko, _row_bands(Ko)
 
     def f_val(mu):
-        z = Ko @ mu
+        z = Kp @ mu if logw is None else Kp @ mu + logw
         lse = logsumexp(z)
         return lse - mu @ po + 0.5 * float(mu @ (reg * mu)), np.exp(z - lse)
 
     def grad_max(mu, pi):
-        return float(np.max(np.abs(Ko.T @ pi - po + reg * mu)))
+        return float(np.max(np.abs(Kp.T @ pi - po + reg * mu)))
 
-    mu = np.zeros(obs.size)
+    mu = np.zeros(po.size)
     f, pi = f_val(mu)
     converged = False
     why = f"reached the iteration cap max_iter = {max_iter}"
     gmax = np.inf
     it = 0
     for it in range(1, max_iter + 1):
-        q = Ko.T @ pi
+        q = Kp.T @ pi
         grad = q - po + reg * mu
         gmax = float(np.max(np.abs(grad)))
         if gmax <= tol:
             converged = True
             why = ""
             break
-        H = _weighted_gram(Ko, pi, bands) - np.outer(q, q) + np.diag(reg)
-        try:
-            step = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), grad, check_finite=False)
-        except (linalg.LinAlgError, ValueError):
-            step = -linalg.lstsq(H, grad, check_finite=False)[0]
+        if cg:
+            step = _newton_cg_step(Kp, pi, q, reg, grad, gmax)
+        else:
+            H = _weighted_gram(Ko, pi, bands) - np.outer(q, q) + np.diag(reg)
+            try:
+                step = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), grad, check_finite=False)
+            except (linalg.LinAlgError, ValueError):
+                step = -linalg.lstsq(H, grad, check_finite=False)[0]
         dec = float(grad @ step)
         if -dec <= 1e-13 * max(1.0, abs(f)):
             # Newton decrement at rounding level: f cannot be lowered measurably. Take the full step
@@ -883,13 +1001,7 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
             why = "stopped: the line search found no decrease"
             break
         mu, f, pi = mu + t * step, f_new, pi_new
-    gmax = grad_max(mu, pi)  # the residual at the returned point
-    if not converged:
-        warnings.warn(f"MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
-                      f"{gmax:.3g} > tol = {tol:g}: the result is not the MES optimum", ConvergenceWarning,
-                      stacklevel=3)
-    pi = pi / pi.sum()
-    return FitResult(pi, mes_objective(pi, pt, K, a), it, converged, gmax, time.perf_counter() - start, "dual")
+    return a, pi, it, converged, grad_max(mu, pi), why
 
 
 def mle_em(counts, K, pi0=None, tol: float = 1e-6, max_iter: int = 10_000, progress: bool = False) -> FitResult:
@@ -1010,12 +1122,43 @@ def bv_rank_distribution(p_tilde, n_items: int, sample_size: int, gamma: float =
 # ---------------------------------------------------------------------------------------------
 # public entry point
 # ---------------------------------------------------------------------------------------------
-_DEFAULTS = {
+#: The one option table of the rank-distribution fits: method -> its options and their defaults
+#: (``None``: the solver's own default). Every fit entry point (:func:`fit_rank_distribution`,
+#: the per-user-size fit, :func:`itemsampling.estimators.grid.grid_fit_rank_distribution`) and
+#: :func:`itemsampling.estimators.estimate_metrics` read it, through :func:`_fit_options`.
+OPTIONS = {
     "mle": {"solver": "em", "tol": None, "max_iter": None},
     "wmle": {"solver": "em", "tol": None, "max_iter": None, "weight": "ndcg", "C": 10.0},
     "mes": {"solver": "dual", "tol": None, "max_iter": None, "eta": 0.001, "eta_scaling": "tors"},
     "bv": {"gamma": 0.1, "prior": None, "project": True},
 }
+#: the solvers of each method (the default is in :data:`OPTIONS`); MES on the grid has its dual Newton only
+SOLVERS = {"mle": ("cnm", "em"), "wmle": ("cnm", "em"), "mes": ("dual", "cvxpy")}
+
+
+def _fit_options(method: str, params: dict, per_user: bool = False, grid: bool = False):
+    """The one option check of the fits: ``(opts, kw)`` with ``opts`` the options of ``method``
+    (:data:`OPTIONS`) updated by ``params`` and ``kw`` the solver's ``tol`` / ``max_iter`` when set.
+    Refuses, naming them, an unknown method, a method without per-user sample sizes when
+    ``per_user`` (:data:`PER_USER_SIZE_METHODS`), and unknown options (on the grid, MES takes no
+    ``solver`` and BV is not a fit)."""
+    methods = tuple(m for m in OPTIONS if m != "bv") if grid else DISTRIBUTION_METHODS
+    if method not in methods and not (grid and per_user):
+        raise ValueError(f"method must be one of {methods}{' on the grid' if grid else ''}, got {method!r}")
+    if per_user and method not in PER_USER_SIZE_METHODS:
+        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
+                         f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
+    table = {k: v for k, v in OPTIONS[method].items() if not (grid and method == "mes" and k == "solver")}
+    unknown = set(params) - set(table)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: {sorted(table)}")
+    opts = {**table, **params}
+    return opts, {k: opts[k] for k in ("tol", "max_iter") if opts.get(k) is not None}
+
+
+def _solver_error(method: str, solver) -> ValueError:
+    return ValueError(f"solver must be {' or '.join(map(repr, SOLVERS[method]))} for method {method!r}, "
+                      f"got {solver!r}")
 
 
 def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str,
@@ -1028,19 +1171,12 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
         n_items = _pool_reference(sampled_ranks, n_items, sample_size, replacement)
     if np.ndim(sample_size) > 0:  # one size per user: equal sizes take the fixed-size path below
         N = check_int(n_items, "n_items", low=2)
-        r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
-        sizes = check_sample_sizes(sample_size, N, r.size)
+        r, sizes = check_sampled_ranks(sampled_ranks, N, sample_size)
         if not isinstance(sizes, int):
             return _fit_per_user_sizes(r, N, sizes, method, replacement, params)
         sample_size = sizes
     N, n = check_sizes(n_items, sample_size)
-    if method not in DISTRIBUTION_METHODS:
-        raise ValueError(f"method must be one of {DISTRIBUTION_METHODS}, got {method!r}")
-    unknown = set(params) - set(_DEFAULTS[method])
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: "
-                         f"{sorted(_DEFAULTS[method])}")
-    opts = {**_DEFAULTS[method], **params}
+    opts, kw = _fit_options(method, params)
     counts = sampled_rank_histogram(sampled_ranks, n)
     p_tilde = counts / counts.sum()
     check_bool(replacement, "replacement")
@@ -1052,14 +1188,13 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
         return FitResult(P, np.nan, 1, True, np.nan, time.perf_counter() - start, "bv")
 
     K = cached_kernel(N, n, bool(replacement))
-    kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
     if method in ("mle", "wmle"):
         weights = counts if method == "mle" else counts * wmle_weights(n, opts["weight"], opts["C"])
         if opts["solver"] == "cnm":
             return mle_cnm(weights, K, **kw)
         if opts["solver"] == "em":
             return mle_em(weights, K, **kw)
-        raise ValueError(f"solver must be 'cnm' or 'em' for method {method!r}, got {opts['solver']!r}")
+        raise _solver_error(method, opts["solver"])
     a = mes_scale(opts["eta"], n, opts["eta_scaling"])
     if opts["solver"] == "dual":
         return mes_dual(p_tilde, K, a, **kw)
@@ -1067,32 +1202,22 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
         if kw:
             raise ValueError("tol and max_iter are not used by solver 'cvxpy'")
         return mes_cvxpy(p_tilde, K, a)
-    raise ValueError(f"solver must be 'dual' or 'cvxpy' for method 'mes', got {opts['solver']!r}")
+    raise _solver_error(method, opts["solver"])
 
 
 def _fit_per_user_sizes(r, N, sizes, method, replacement, params) -> FitResult:
     """MLE with unequal per-user sample sizes (TORS Eq. 43, Appendix H): EM or CNM on the kernel
     blocks of the distinct (n_u, r_u) pairs."""
-    if method not in DISTRIBUTION_METHODS:
-        raise ValueError(f"method must be one of {DISTRIBUTION_METHODS}, got {method!r}")
-    if method not in PER_USER_SIZE_METHODS:
-        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
-                         f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
-    unknown = set(params) - set(_DEFAULTS[method])
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: "
-                         f"{sorted(_DEFAULTS[method])}")
+    opts, kw = _fit_options(method, params, per_user=True)
     check_bool(replacement, "replacement")
-    opts = {**_DEFAULTS[method], **params}
     sizes_, ranks_, counts_ = sampled_rank_table(r, sizes)
     # every observed (n, r) pair is one column; one block holds them all (no copy when stacked)
     blocks = [(kernel_columns(N, sizes_, ranks_, bool(replacement)), counts_.astype(np.float64))]
-    kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
     if opts["solver"] == "cnm":
         return mle_cnm_blocks(blocks, **kw)
     if opts["solver"] == "em":
         return mle_em_blocks(blocks, **kw)
-    raise ValueError(f"solver must be 'cnm' or 'em' for method {method!r}, got {opts['solver']!r}")
+    raise _solver_error(method, opts["solver"])
 
 
 def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size, method: str,

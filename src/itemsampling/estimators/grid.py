@@ -90,15 +90,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import linalg
-from scipy.special import expi, gammaln, logsumexp, psi
+from scipy.special import expi, gammaln, psi
 
 from .._validation import check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
 from .corrected import _RCOND_FACTOR, _check_system, _solve_spd, check_gamma
 from .distribution import (
-    ConvergenceWarning, FitResult, _check_positive, _row_bands, _single_blas_thread, _weighted_gram,
-    mes_scale, mle_cnm, mle_em, sampled_rank_histogram, wmle_weights,
+    OPTIONS, ConvergenceWarning, FitResult, _fit_options, _mes_newton, _row_bands,
+    _single_blas_thread, _solver_error, check_sampled_ranks, mes_scale, mle_cnm, mle_em, sampled_rank_histogram,
+    wmle_weights,
 )
 
 __all__ = [
@@ -376,26 +377,6 @@ def grid_kernel(grid: RankGrid, sample_size: int, replacement: bool = True) -> n
 _MES_DIRECT = 2000  # observed ranks up to which the MES Newton system is factorised directly
 
 
-def _newton_cg_step(Ko, pi, q, reg, grad, gmax):
-    r"""Inexact Newton step of the MES dual for many observed ranks: conjugate gradients on
-    :math:`H = \bar K_O^\top(\mathrm{diag}\,\pi - \pi\pi^\top)\bar K_O + \mathrm{diag}(reg)` through
-    Hessian-vector products (:math:`O(Cn)` each, never the :math:`n\times n` matrix or its
-    :math:`O(n^3)` factorisation), Jacobi-preconditioned, to the relative residual
-    :math:`\min(0.1, \sqrt{\|\nabla f\|_\infty})` (superlinear convergence; Nocedal & Wright, Thm. 7.2)."""
-    from scipy.sparse.linalg import LinearOperator, cg
-
-    k = grad.size
-    diag = np.asarray(Ko.multiply(Ko).T @ pi).ravel() - q * q + reg
-
-    def hv(v):
-        return Ko.T @ (pi * (Ko @ v)) - q * (q @ v) + reg * v
-
-    H = LinearOperator((k, k), matvec=hv, dtype=np.float64)
-    P = LinearOperator((k, k), matvec=lambda v: v / diag, dtype=np.float64)
-    step, _ = cg(H, -grad, rtol=min(0.1, np.sqrt(gmax)), maxiter=10 * k, M=P)
-    return step
-
-
 def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: int = 200) -> FitResult:
     r"""MES (TORS Eq. 35-36) over global ranks with :math:`P` uniform within cells, solved through
     its Lagrange dual by Newton's method.
@@ -407,9 +388,9 @@ def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: in
               + \frac a4\sum_{r\in O}\frac{\mu_r^2}{\tilde P(r)},
 
     with :math:`w(\mu) = \mathrm{softmax}(\bar K_O\mu + \log|c|)`; gradient, Hessian and stopping
-    rules are those of ``mes_dual`` (which this equals when every width is 1); beyond 2,000 observed
-    sampled ranks the Newton system is solved inexactly by preconditioned conjugate gradients
-    (:func:`_newton_cg_step`), which keeps each step at :math:`O(Cn)` per product instead of
+    rules are those of ``mes_dual`` (one Newton loop, :func:`.distribution._mes_newton`, which this
+    equals when every width is 1); beyond 2,000 observed sampled ranks the Newton system is solved
+    inexactly by preconditioned conjugate gradients (:func:`.distribution._newton_cg_step`), which keeps each step at :math:`O(Cn)` per product instead of
     :math:`O(n^3)`. Returns the cell
     masses as ``distribution``; ``objective`` is :math:`aH - E` with :math:`H` over ranks.
     """
@@ -417,67 +398,12 @@ def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: in
     widths = np.asarray(widths, dtype=np.float64)
     if widths.shape != (K.shape[0],) or np.any(widths < 1):
         raise ValueError("widths must hold one width >= 1 per kernel row")
-    a = _check_positive(a, "a")
-    tol = _check_positive(tol, "tol")
-    max_iter = check_int(max_iter, "max_iter", low=1)
     start = time.perf_counter()
-    obs = np.flatnonzero(pt > 0)
-    po = pt[obs]
-    Ko = np.ascontiguousarray(K[:, obs])
-    reg = a / (2.0 * po)
-    logw = np.log(widths)
     with _single_blas_thread():
-        if obs.size <= _MES_DIRECT:
-            bands = _row_bands(Ko)
-            Kp = Ko
-        else:  # products with the kernel's non-negligible entries only (>= 1e-30 of the row maximum)
-            from scipy import sparse
-
-            Kp = sparse.csr_matrix(np.where(Ko >= 1e-30 * Ko.max(axis=1, keepdims=True), Ko, 0.0))
-
-        def f_val(mu):
-            z = Kp @ mu + logw
-            lse = logsumexp(z)
-            return lse - mu @ po + 0.5 * float(mu @ (reg * mu)), np.exp(z - lse)
-
-        mu = np.zeros(obs.size)
-        f, pi = f_val(mu)
-        converged = False
-        gmax = np.inf
-        it = 0
-        for it in range(1, max_iter + 1):
-            q = Kp.T @ pi
-            grad = q - po + reg * mu
-            gmax = float(np.max(np.abs(grad)))
-            if gmax <= tol:
-                converged = True
-                break
-            if obs.size <= _MES_DIRECT:
-                H = _weighted_gram(Ko, pi, bands) - np.outer(q, q) + np.diag(reg)
-                try:
-                    step = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), grad, check_finite=False)
-                except (linalg.LinAlgError, ValueError):
-                    step = -linalg.lstsq(H, grad, check_finite=False)[0]
-            else:
-                step = _newton_cg_step(Kp, pi, q, reg, grad, gmax)
-            dec = float(grad @ step)
-            if -dec <= 1e-13 * max(1.0, abs(f)):
-                converged = True
-                break
-            if dec >= 0:
-                step, dec = -grad, -float(grad @ grad)
-            t = 1.0
-            for _ in range(60):
-                f_new, pi_new = f_val(mu + t * step)
-                if f_new <= f + 1e-4 * t * dec:
-                    break
-                t *= 0.5
-            else:
-                break
-            mu, f, pi = mu + t * step, f_new, pi_new
+        a, pi, it, converged, gmax, why = _mes_newton(K, pt, a, tol, max_iter, np.log(widths), _MES_DIRECT)
     if not converged:
-        warnings.warn(f"grid MES dual Newton stopped with gradient {gmax:.3g} > tol = {tol:g} after {it} "
-                      "iterations", ConvergenceWarning, stacklevel=2)
+        warnings.warn(f"grid MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
+                      f"{gmax:.3g} > tol = {tol:g}", ConvergenceWarning, stacklevel=2)
     pi = pi / pi.sum()
     pos = pi > 0
     H = float(-(pi[pos] @ np.log(pi[pos] / widths[pos])))
@@ -498,12 +424,8 @@ class GridFit(FitResult):
     grid: RankGrid | None = None
 
 
-_DEFAULTS = {
-    "mle": {"solver": "em", "tol": None, "max_iter": None},
-    "wmle": {"solver": "em", "tol": None, "max_iter": None, "weight": "ndcg", "C": 10.0},
-    "mes": {"tol": None, "max_iter": None, "eta": 0.001, "eta_scaling": "tors"},
-}
-GRID_DISTRIBUTION_METHODS = tuple(_DEFAULTS)
+#: the rank-distribution fits on the grid (options: :data:`.distribution.OPTIONS`, MES without ``solver``)
+GRID_DISTRIBUTION_METHODS = tuple(m for m in OPTIONS if m != "bv")
 
 
 def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str, grid=None,
@@ -521,29 +443,17 @@ def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
     """
     replacement = check_bool(replacement, "replacement")
     if np.ndim(sample_size) > 0:  # one size per user (adaptive sampling): MLE only, as in the dense path
-        from .._validation import check_sample_sizes
-
         N = check_int(n_items, "n_items", low=2)
-        r = check_ranks(sampled_ranks, "sampled_ranks", high=N)
-        sizes = check_sample_sizes(sample_size, N, r.size)
+        r, sizes = check_sampled_ranks(sampled_ranks, N, sample_size)
         if not isinstance(sizes, int):
-            check_bool(replacement, "replacement")
             grid = rank_grid(N, int(sizes.max())) if grid is None else _check_grid(grid, N)
             return _grid_fit_per_user_sizes(r, N, sizes, method, grid, bool(replacement), params)
         sample_size = sizes
     N, n = check_sizes(n_items, sample_size)
-    if method not in _DEFAULTS:
-        raise ValueError(f"method must be one of {GRID_DISTRIBUTION_METHODS} on the grid, got {method!r}")
-    unknown = set(params) - set(_DEFAULTS[method])
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method {method!r}; allowed: "
-                         f"{sorted(_DEFAULTS[method])}")
-    check_bool(replacement, "replacement")
+    opts, kw = _fit_options(method, params, grid=True)
     grid = rank_grid(N, n) if grid is None else _check_grid(grid, N)
-    opts = {**_DEFAULTS[method], **params}
     counts = sampled_rank_histogram(sampled_ranks, n)
     K = grid_kernel(grid, n, bool(replacement))
-    kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
     if method in ("mle", "wmle"):
         weights = counts if method == "mle" else counts * wmle_weights(n, opts["weight"], opts["C"])
         if opts["solver"] == "cnm":
@@ -551,7 +461,7 @@ def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
         elif opts["solver"] == "em":
             res = mle_em(weights, K, pi0=grid.widths / N, **kw)
         else:
-            raise ValueError(f"solver must be 'cnm' or 'em' for method {method!r}, got {opts['solver']!r}")
+            raise _solver_error(method, opts["solver"])
     else:
         a = mes_scale(opts["eta"], n, opts["eta_scaling"])
         res = grid_mes_dual(counts / counts.sum(), K, grid.widths, a, **kw)
@@ -866,24 +776,16 @@ def _grid_fit_per_user_sizes(r, N, sizes, method, grid, replacement, params) -> 
     columns per distinct size, fed to :func:`.distribution.mle_em_blocks` / ``mle_cnm_blocks``."""
     from .distribution import mle_cnm_blocks, mle_em_blocks, sampled_rank_table
 
-    if method != "mle":
-        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
-                         "(adaptive sampling) use method 'mle'")
-    unknown = set(params) - set(_DEFAULTS["mle"])
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for method 'mle'; allowed: "
-                         f"{sorted(_DEFAULTS['mle'])}")
-    opts = {**_DEFAULTS["mle"], **params}
+    opts, kw = _fit_options(method, params, per_user=True, grid=True)
     sz, rk, ct = sampled_rank_table(r, sizes)
     blocks = [(np.ascontiguousarray(grid_kernel(grid, int(b), replacement)[:, rk[sz == b] - 1]),
                ct[sz == b].astype(np.float64)) for b in np.unique(sz)]
-    kw = {k: opts[k] for k in ("tol", "max_iter") if opts[k] is not None}
     if opts["solver"] == "cnm":
         res = mle_cnm_blocks(blocks, **kw)
     elif opts["solver"] == "em":
         res = mle_em_blocks(blocks, pi0=grid.widths / N, **kw)
     else:
-        raise ValueError(f"solver must be 'cnm' or 'em' for method 'mle', got {opts['solver']!r}")
+        raise _solver_error(method, opts["solver"])
     return GridFit(res.distribution, res.objective, res.iterations, res.stopped_by_tol, res.gap, res.seconds,
                    "grid-" + res.solver, grid)
 
