@@ -20,8 +20,8 @@ def _write(folder: Path, values) -> Path:
 
 
 def test_compare_reports_each_difference(tmp_path, capsys):
-    a = _write(tmp_path / "a", {"x": 1.0, "v": [1, 2.0], "s": "A", "run_seconds": 3.0, "d": {"e": 1}, "n": None})
-    b = _write(tmp_path / "b", {"x": 1.0 + 1e-12, "v": [1, 2.2], "s": "B", "run_seconds": 9.0, "d": {"f": 1},
+    a = _write(tmp_path / "a", {"x": 1.0, "v": [1, 2.0], "s": "A", "run_seconds": 3.0, "fit_ms": 1.0, "sample_s": 2.0, "d": {"e": 1}, "n": None})
+    b = _write(tmp_path / "b", {"x": 1.0 + 1e-12, "v": [1, 2.2], "s": "B", "run_seconds": 9.0, "fit_ms": 5.0, "sample_s": 7.0, "d": {"f": 1},
                                 "n": None})
     assert snap.main(["compare", str(a), str(b)]) == 1
     out = capsys.readouterr().out
@@ -29,8 +29,8 @@ def test_compare_reports_each_difference(tmp_path, capsys):
     assert "rel 9.09e-02" in out
     assert "/ch/results.json/s: A -> B (differs)" in out
     assert "d/e: 1 -> <absent> (only in one)" in out and "d/f: <absent> -> 1 (only in one)" in out
-    assert "run_seconds" not in out and "/x:" not in out        # timings ignored; 1e-12 is within rtol
-    assert "4 of 7 recorded values differ" in out
+    assert "run_seconds" not in out and "fit_ms" not in out and "sample_s" not in out and "/x:" not in out        # timings ignored; 1e-12 is within rtol
+    assert "4 of 9 recorded values differ" in out
 
 
 def test_compare_tolerances_and_identity(tmp_path, capsys):

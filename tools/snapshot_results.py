@@ -14,7 +14,8 @@ run's ``results.json`` lands at the same relative path, and gathers them into ``
 (``{path: recorded values}``). ``compare`` walks both snapshots (dicts by key, lists by position)
 and prints every number whose relative difference exceeds ``--rtol`` (absolute below ``--atol``),
 every string or shape that differs and every value present in one snapshot only; the exit status
-is 1 when anything differs. Timings (keys containing ``seconds``, ``runtime`` or ``minutes``) are
+is 1 when anything differs. Timings (keys containing ``seconds``, ``runtime``, ``minutes``, a ``ms``
+word or ending in ``_s``) are
 ignored, as are run metadata outside ``results``.
 """
 
@@ -30,7 +31,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMING = re.compile(r"seconds|runtime|minutes|_time\b|elapsed", re.IGNORECASE)
+TIMING = re.compile(r"seconds|runtime|minutes|_time\b|elapsed|(^|_)ms(_|$)|_s$", re.IGNORECASE)
 
 
 def run(out: Path, tests: list[str]) -> int:
