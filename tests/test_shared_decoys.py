@@ -8,7 +8,6 @@ from __future__ import annotations
 from itertools import combinations
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats
 
@@ -16,23 +15,7 @@ from itemsampling import models as M
 from itemsampling.experiments import sample_pool_ranks
 from itemsampling.kernel import kernel_row
 from itemsampling.ranking import global_ranks, pool_sizes, shared_decoy_ranks
-
-
-class Fixed(M.Recommender):
-    """Scores from a given matrix."""
-
-    def __init__(self, S):
-        self.S = np.asarray(S, dtype=float)
-
-    def _fit(self, X):
-        pass
-
-    def _score(self, users):
-        return self.S[users]
-
-
-def _df(pairs):
-    return pd.DataFrame(pairs, columns=["user", "item"]).astype("int64")
+from test_ranking import Fixed, _df  # the brute-force scorer and frame helper of the ranking tests
 
 
 # one user, 6 items; item 0 is a training item, the target is item 1 (score 5 for both models).

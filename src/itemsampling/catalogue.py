@@ -305,15 +305,14 @@ def scaled_sizes(n_items: int, max_k: int = 50) -> tuple[int, int, int]:
 # ---------------------------------------------------------------------------------------------
 def _metric_table(metrics, ks, n_items: int) -> np.ndarray:
     r""":math:`F(R)` for every global rank :math:`R = 0..N` (row 0 unused, zero), every metric and
-    cut-off: shape (N + 1, len(metrics) * len(ks)). The metric of a set of users is the histogram of
-    their ranks times this table (one row per distinct rank, however many users share it)."""
-    from .metrics import metric_function
+    cut-off: shape (N + 1, len(metrics) * len(ks)), the columns of
+    :func:`itemsampling.estimators.corrected._metric_matrix` metric by metric. The metric of a set
+    of users is the histogram of their ranks times this table (one row per distinct rank, however
+    many users share it)."""
+    from .estimators.corrected import _metric_matrix
 
-    R = np.arange(1, n_items + 1)
     F = np.zeros((n_items + 1, len(metrics) * len(ks)))
-    for a, met in enumerate(metrics):
-        for b, k in enumerate(ks):
-            F[1:, a * len(ks) + b] = metric_function(met, int(k), n_items)(R)
+    F[1:] = np.hstack([_metric_matrix(met, [int(k) for k in ks], n_items)[0] for met in metrics])
     return F
 
 
