@@ -277,7 +277,7 @@ def test_mes_newton_cg_agrees_with_the_direct_newton(data, monkeypatch):
     _, r = data
     g = G.rank_grid(N, n)
     direct = G.grid_fit_rank_distribution(r, N, n, "mes", grid=g)
-    monkeypatch.setattr(G, "_MES_DIRECT", 10)
+    monkeypatch.setattr(D, "_MES_DIRECT", 10)
     cg = G.grid_fit_rank_distribution(r, N, n, "mes", grid=g)
     assert direct.stopped_by_tol and cg.stopped_by_tol
     np.testing.assert_allclose(cg.distribution, direct.distribution, atol=1e-9)

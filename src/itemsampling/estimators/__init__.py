@@ -164,9 +164,18 @@ def _pool_apply(r, pools, Fh):
 
 
 def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
-    """Core of :func:`estimate_metric` on validated input: an array (len(metrics), len(ks)).
-    ``pools``: ``None``, or the per-user catalogue sizes (``N`` their largest; model in
-    :mod:`.distribution`, "Per-user catalogue sizes")."""
+    """The one estimate path of :func:`estimate_metric`, :func:`estimate_metrics`, the bootstraps and
+    :func:`~itemsampling.estimators.grid.grid_estimate_metrics`, on validated input: an array
+    (len(metrics), len(ks)). Every method runs over the global ranks ``1..N`` or, with a grid
+    (``params["grid"]``, resolved by :func:`~itemsampling.estimators.grid.resolve_grid`), over the
+    cells of a :class:`~itemsampling.estimators.grid.RankGrid`: the fit is
+    :func:`.distribution._fit`, the metric of a distribution :func:`metric_from_distribution` or
+    :func:`~itemsampling.estimators.grid.grid_metric`, the corrected vectors :func:`_vectors`.
+    ``prior_cache`` (a dict) shares fits between calls on the same ranks. ``pools``: ``None``, or the
+    per-user catalogue sizes (``N`` their largest; model in :mod:`.distribution`, "Per-user
+    catalogue sizes")."""
+    from .distribution import _fit
+
     corr, dist = _split(params)
     grid = corr.pop("grid", None)
     replacement = corr.get("replacement", True)
@@ -175,18 +184,16 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
         raise ValueError(f"method {method!r} needs one n_items for every user; per-user n_items (catalogue "
                          f"sizes) are accepted by methods {POOL_METHODS}")
     if method not in ("sampled", "rank_estimate"):
-        from .grid import grid_estimate, resolve_grid
+        from .grid import resolve_grid
 
         grid = resolve_grid(grid, N, n, ks)
         if grid is not None and pools is not None:
             raise ValueError("per-user n_items (catalogue sizes) are not supported by the grid estimators; pass "
                              "grid=False (dense estimators on the largest pool) or one n_items")
-        if grid is not None:  # catalogue scale: the grid estimators (estimators.grid)
-            if method == "cls":
-                raise ValueError("method 'cls' has no grid version; pass grid=False for the dense estimator")
-            return grid_estimate(r, N, n, metrics, ks, method, grid, replacement=replacement,
-                                 gamma=corr.get("gamma"), n_users=corr.get("n_users"), prior=corr.get("prior"),
-                                 dist_params=dist, cache=prior_cache)
+        if grid is not None and method == "cls":
+            raise ValueError("method 'cls' has no grid version; pass grid=False for the dense estimator")
+    else:
+        grid = None  # no kernel: nothing to put on a grid
     if not isinstance(n, int) and method not in PER_USER_SIZE_METHODS:
         raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
                          f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
@@ -207,21 +214,18 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
         kw = dict(corr)
         if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
             kw["n_users"] = r.size
-        Fh = corrected_metrics(list(metrics), ks, N, n, method, pools=gp, **kw)
+        Fh = _vectors(metrics, ks, N, n, method, grid, gp, **kw)
         return _apply(r, Fh, len(metrics), len(ks)) if gp is None else _pool_apply(r, pools, Fh)
 
     base = method.split("_")[-1]  # mle / wmle / mes
     if base not in _DISTRIBUTION_METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    dist_kw = dict(dist)
-    if replacement is not True:
-        dist_kw["replacement"] = replacement
-    key = (base, tuple(sorted((k, repr(v)) for k, v in dist_kw.items())))
+    # the key of a learnt prior (bootstrap._prior_key builds the same one over 1..N: keep in step)
+    dist_kw = dict(dist) if replacement is True else {**dist, "replacement": replacement}
+    key = (base, tuple(sorted((k, repr(v)) for k, v in dist_kw.items()))) + (() if grid is None else (grid.key(),))
     if key not in prior_cache:
-        P = np.asarray(estimate_rank_distribution(r, N, n, base, **dist_kw), dtype=np.float64)
-        if P.shape != (N,) or not np.all(np.isfinite(P)) or np.any(P < 0):
-            raise ValueError(f"estimate_rank_distribution({base!r}) did not return a distribution over 1..{N}")
-        prior_cache[key] = P / P.sum()
+        P = _fit(r, N, n, base, check_bool(replacement, "replacement"), dist, grid).distribution
+        prior_cache[key] = P / P.sum() if grid is None else P
     P = prior_cache[key]
 
     if method == base:  # plain mle / wmle / mes
@@ -232,34 +236,51 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
 
             w = np.unique(pools, return_counts=True)[1] / r.size
             return (P @ pool_metric_matrix(metrics, ks, N, gp, w).reshape(N, -1)).reshape(len(metrics), len(ks))
+        if grid is not None:
+            from .grid import grid_metric
+
+            return np.array([np.atleast_1d(grid_metric(P, grid, m, ks)) for m in metrics])
         return np.array([np.atleast_1d(metric_from_distribution(P, m, ks)) for m in metrics])
     if "prior" in corr:
         raise ValueError(f"method {method!r} estimates its own prior; do not pass prior")
     head = method[: -len(base) - 1]
-    if head in ("bv", "mnw"):
-        if head == "bv":
-            if "n_users" in corr:
-                raise ValueError("n_users is not used by BV")
-            kw = {"gamma": corr.get("gamma")}
-        else:
-            if "gamma" in corr:
-                raise ValueError("gamma is not used by MN")
-            kw = {"n_users": corr.get("n_users", r.size)}
-        Fh = corrected_metrics(list(metrics), ks, N, n, "bv" if head == "bv" else "mn_weighted", prior=P,
-                               replacement=replacement, _unidentified="nan", pools=gp, **kw)
+    kind = {"bv": "bv", "mn": "mn", "mnw": "mn_weighted"}.get(head)
+    if kind is None:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if kind == "bv":
+        if "n_users" in corr:
+            raise ValueError("n_users is not used by BV")
+        kw = {"gamma": corr.get("gamma")}
+    else:
+        if "gamma" in corr:
+            raise ValueError("gamma is not used by MN")
+        kw = {"n_users": corr.get("n_users", r.size)}
+    if kind == "mn":
+        Fh = _vectors(metrics, ks, N, n, "mn", grid, gp, prior=P, replacement=replacement, **kw)
+    else:  # BV's ranks of zero prior-predictive probability are undetermined (NaN): refused if observed
+        Fh = _vectors(metrics, ks, N, n, kind, grid, gp, prior=P, replacement=replacement, _unidentified="nan", **kw)
         observed = np.unique(r) - 1
         if np.any(np.isnan(Fh[observed])):
             raise ValueError(f"the {base.upper()} prior gives an observed sampled rank zero probability; "
                              "BV cannot correct it")
         Fh = np.where(np.isnan(Fh), 0.0, Fh)  # unobserved, undetermined ranks carry no weight
-    elif head == "mn":
-        if "gamma" in corr:
-            raise ValueError("gamma is not used by MN")
-        Fh = corrected_metrics(list(metrics), ks, N, n, "mn", prior=P, n_users=corr.get("n_users", r.size),
-                               replacement=replacement, pools=gp)
-    else:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     return _apply(r, Fh, len(metrics), len(ks)) if gp is None else _pool_apply(r, pools, Fh)
+
+
+def _vectors(metrics, ks, N, n, method, grid, pools, prior=None, **kw):
+    """Corrected vectors ``(n, len(metrics), len(ks)[, len(pools)])`` of ``method`` (one of
+    :data:`~itemsampling.estimators.corrected.CORRECTION_METHODS`) over ``1..N``
+    (:func:`~itemsampling.estimators.corrected.corrected_metrics`) or on ``grid``
+    (:func:`~itemsampling.estimators.grid.grid_corrected_metrics`; a prior over ``1..N`` becomes
+    cell masses)."""
+    if grid is None:
+        return corrected_metrics(list(metrics), ks, N, n, method, prior=prior, pools=pools, **kw)
+    from .grid import grid_corrected_metrics
+
+    if prior is not None:
+        p = np.asarray(prior, dtype=np.float64)
+        prior = grid.masses(p) if p.shape == (grid.n_items,) and grid.n_items != grid.n_cells else p
+    return grid_corrected_metrics(list(metrics), ks, grid, n, method, prior=prior, **kw)
 
 
 def _prepare(sampled_ranks, n_items, sample_size, params, method=None):

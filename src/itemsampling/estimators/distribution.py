@@ -107,6 +107,7 @@ hypergeometric kernel depends on :math:`N_u` itself, and per-user sizes are refu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import numbers
 import time
@@ -190,7 +191,11 @@ class FitResult:
                                   (0 at the exact MLE); MES: the largest dual-gradient entry (KKT
                                   residual); NaN for BV and cvxpy.
     seconds : float               solver time (excluding the kernel, which is cached).
-    solver : str
+    solver : str                  ``"em"``, ``"cnm"``, ``"dual"``, ...; prefixed ``"grid-"`` for a
+                                  fit on a :class:`~itemsampling.estimators.grid.RankGrid`.
+    grid : RankGrid or None       the grid of a grid fit, whose ``distribution`` then holds the cell
+                                  masses :math:`w_c` (``grid.expand(distribution)`` gives :math:`P(R)`
+                                  over ``1..N`` for moderate N); ``None`` for a fit over ``1..N``.
     """
 
     distribution: np.ndarray
@@ -200,6 +205,7 @@ class FitResult:
     gap: float
     seconds: float
     solver: str
+    grid: object = None
 
 
 def _single_blas_thread():
@@ -862,7 +868,7 @@ def _check_mes_inputs(p_tilde, K) -> tuple[np.ndarray, np.ndarray]:
 _MES_STALL_GRAD = 1e-7
 
 
-def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200) -> FitResult:
+def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200, widths=None) -> FitResult:
     r"""MES through its Lagrange dual, solved by Newton's method.
 
     Write :math:`E(q) = \sum_{r\in O}\tilde P(r)(q_r - \tilde P(r))^2` over the observed ranks
@@ -889,16 +895,40 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
     :class:`ConvergenceWarning` says why, and ``gap`` is the gradient at the returned point. The
     Hessian is accumulated over row blocks of the kernel restricted to their band of sampled
     ranks, which cuts its cost several-fold at :math:`n = 500`.
+
+    On a grid (``widths``: the number of global ranks of each kernel row, a cell of
+    :class:`~itemsampling.estimators.grid.RankGrid` with :math:`P` uniform within it) the entropy is
+    over ranks, :math:`H = -\sum_c w_c\log(w_c/|c|)`, and the dual gains the widths as
+    multiplicities, :math:`\log\sum_c |c|\,e^{(\bar K_O\mu)_c}`; beyond 2,000 observed sampled
+    ranks its Newton system is solved inexactly by preconditioned conjugate gradients
+    (:func:`_newton_cg_step`: :math:`O(Cn)` per product instead of an :math:`O(n^3)` factorisation).
+    The result then holds the cell masses.
     """
     pt, K = _check_mes_inputs(p_tilde, K)
+    if widths is not None:
+        widths = np.asarray(widths, dtype=np.float64)
+        if widths.shape != (K.shape[0],) or np.any(widths < 1):
+            raise ValueError("widths must hold one width >= 1 per kernel row")
     start = time.perf_counter()
-    a, pi, it, converged, gmax, why = _mes_newton(K, pt, a, tol, max_iter)
+    a, pi, it, converged, gmax, why = _mes_newton(K, pt, a, tol, max_iter, None if widths is None else
+                                                  np.log(widths), None if widths is None else _MES_DIRECT)
     if not converged:
         warnings.warn(f"MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
                       f"{gmax:.3g} > tol = {tol:g}: the result is not the MES optimum", ConvergenceWarning,
                       stacklevel=3)
     pi = pi / pi.sum()
-    return FitResult(pi, mes_objective(pi, pt, K, a), it, converged, gmax, time.perf_counter() - start, "dual")
+    if widths is None:
+        return FitResult(pi, mes_objective(pi, pt, K, a), it, converged, gmax, time.perf_counter() - start, "dual")
+    pos = pi > 0
+    H = float(-(pi[pos] @ np.log(pi[pos] / widths[pos])))
+    obj = a * H - float(pt @ (K.T @ pi - pt) ** 2)
+    return FitResult(pi, obj, it, converged, gmax, time.perf_counter() - start, "grid-dual")
+
+
+#: observed sampled ranks up to which the grid MES Newton system is factorised directly
+_MES_DIRECT = 2000
+
+
 
 
 def _newton_cg_step(Ko, pi, q, reg, grad, gmax):
@@ -1169,33 +1199,61 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
     largest pool (module docstring, "Per-user catalogue sizes")."""
     if np.ndim(n_items) > 0:
         n_items = _pool_reference(sampled_ranks, n_items, sample_size, replacement)
-    if np.ndim(sample_size) > 0:  # one size per user: equal sizes take the fixed-size path below
-        N = check_int(n_items, "n_items", low=2)
-        r, sizes = check_sampled_ranks(sampled_ranks, N, sample_size)
-        if not isinstance(sizes, int):
-            return _fit_per_user_sizes(r, N, sizes, method, replacement, params)
-        sample_size = sizes
-    N, n = check_sizes(n_items, sample_size)
-    opts, kw = _fit_options(method, params)
-    counts = sampled_rank_histogram(sampled_ranks, n)
-    p_tilde = counts / counts.sum()
-    check_bool(replacement, "replacement")
+    N = check_int(n_items, "n_items", low=2)
+    r, n = check_sampled_ranks(sampled_ranks, N, sample_size)
+    return _fit(r, N, n, method, check_bool(replacement, "replacement"), params)
 
+
+def _fit(r, N: int, n, method: str, replacement: bool, params: dict, grid=None) -> FitResult:
+    r"""The one rank-distribution fit, on validated ranks ``r`` with one sample size ``n`` (an int)
+    or one per user (an array; MLE only, TORS Eq. 43 and Appendix H: one kernel column per distinct
+    :math:`(n_u, r_u)` pair, :func:`sampled_rank_table`). Over the global ranks ``1..N``
+    (``grid=None``: the kernel :func:`cached_kernel`, or :func:`kernel_columns` with per-user sizes)
+    or over the cells of a :class:`~itemsampling.estimators.grid.RankGrid` (its kernel
+    :func:`~itemsampling.estimators.grid.grid_kernel`; EM from the uniform :math:`P`, cell masses
+    :math:`|c|/N`; MES with the cell widths, :func:`_mes_dual_impl`). Options as
+    :func:`estimate_rank_distribution` (:data:`OPTIONS`; on a grid MES has its dual Newton only and
+    BV is not a fit)."""
+    per_user = not isinstance(n, int)
+    opts, kw = _fit_options(method, params, per_user=per_user, grid=grid is not None)
+    if grid is not None:
+        from .grid import grid_kernel
+    pi0 = None if grid is None else grid.widths / N
+    if per_user:
+        sizes, ranks, counts = sampled_rank_table(r, n)
+        if grid is None:  # every observed (n, r) pair is one column; one block holds them all
+            blocks = [(kernel_columns(N, sizes, ranks, replacement), counts.astype(np.float64))]
+        else:  # one block of grid-kernel columns per distinct size
+            blocks = [(np.ascontiguousarray(grid_kernel(grid, int(b), replacement)[:, ranks[sizes == b] - 1]),
+                       counts[sizes == b].astype(np.float64)) for b in np.unique(sizes)]
+        if opts["solver"] == "cnm":
+            res = mle_cnm_blocks(blocks, **kw)
+        elif opts["solver"] == "em":
+            res = mle_em_blocks(blocks, pi0=pi0, **kw)
+        else:
+            raise _solver_error(method, opts["solver"])
+        return res if grid is None else _on_grid(res, grid)
+    counts = sampled_rank_histogram(r, n)
+    p_tilde = counts / counts.sum()
     if method == "bv":
         start = time.perf_counter()
         P = bv_rank_distribution(p_tilde, N, n, gamma=opts["gamma"], prior=opts["prior"],
-                                 replacement=bool(replacement), project=opts["project"])
+                                 replacement=replacement, project=opts["project"])
         return FitResult(P, np.nan, 1, True, np.nan, time.perf_counter() - start, "bv")
-
-    K = cached_kernel(N, n, bool(replacement))
+    K = cached_kernel(N, n, replacement) if grid is None else grid_kernel(grid, n, replacement)
     if method in ("mle", "wmle"):
         weights = counts if method == "mle" else counts * wmle_weights(n, opts["weight"], opts["C"])
         if opts["solver"] == "cnm":
-            return mle_cnm(weights, K, **kw)
-        if opts["solver"] == "em":
-            return mle_em(weights, K, **kw)
-        raise _solver_error(method, opts["solver"])
+            res = mle_cnm(weights, K, **kw)
+        elif opts["solver"] == "em":
+            res = mle_em(weights, K, pi0=pi0, **kw)
+        else:
+            raise _solver_error(method, opts["solver"])
+        return res if grid is None else _on_grid(res, grid)
     a = mes_scale(opts["eta"], n, opts["eta_scaling"])
+    if grid is not None:
+        with _single_blas_thread():
+            return _on_grid(_mes_dual_impl(p_tilde, K, a, widths=grid.widths, **kw), grid)
     if opts["solver"] == "dual":
         return mes_dual(p_tilde, K, a, **kw)
     if opts["solver"] == "cvxpy":
@@ -1205,19 +1263,10 @@ def fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method:
     raise _solver_error(method, opts["solver"])
 
 
-def _fit_per_user_sizes(r, N, sizes, method, replacement, params) -> FitResult:
-    """MLE with unequal per-user sample sizes (TORS Eq. 43, Appendix H): EM or CNM on the kernel
-    blocks of the distinct (n_u, r_u) pairs."""
-    opts, kw = _fit_options(method, params, per_user=True)
-    check_bool(replacement, "replacement")
-    sizes_, ranks_, counts_ = sampled_rank_table(r, sizes)
-    # every observed (n, r) pair is one column; one block holds them all (no copy when stacked)
-    blocks = [(kernel_columns(N, sizes_, ranks_, bool(replacement)), counts_.astype(np.float64))]
-    if opts["solver"] == "cnm":
-        return mle_cnm_blocks(blocks, **kw)
-    if opts["solver"] == "em":
-        return mle_em_blocks(blocks, **kw)
-    raise _solver_error(method, opts["solver"])
+def _on_grid(res: FitResult, grid) -> FitResult:
+    """``res`` as a fit on ``grid``: the solver named ``"grid-..."``, the grid attached."""
+    solver = res.solver if res.solver.startswith("grid-") else "grid-" + res.solver
+    return dataclasses.replace(res, solver=solver, grid=grid)
 
 
 def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size, method: str,

@@ -97,9 +97,8 @@ from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
 from .corrected import _RCOND_FACTOR, _check_system, _solve_spd, check_gamma
 from .distribution import (
-    OPTIONS, ConvergenceWarning, FitResult, _fit_options, _mes_newton, _row_bands,
-    _single_blas_thread, _solver_error, check_sampled_ranks, mes_scale, mle_cnm, mle_em, sampled_rank_histogram,
-    wmle_weights,
+    OPTIONS, FitResult, _fit, _mes_dual_impl, _row_bands, _single_blas_thread, check_sampled_ranks,
+    sampled_rank_histogram,
 )
 
 __all__ = [
@@ -112,7 +111,6 @@ __all__ = [
     "grid_metric",
     "grid_corrected_metrics",
     "grid_estimate_metrics",
-    "grid_estimate",
     "resolve_grid",
     "GRID_METHODS",
     "AUTO_GRID_BYTES",
@@ -372,64 +370,34 @@ def grid_kernel(grid: RankGrid, sample_size: int, replacement: bool = True) -> n
 
 
 # ---------------------------------------------------------------------------------------------
-# MES on the grid
+# fits on the grid (one fit: distribution._fit)
 # ---------------------------------------------------------------------------------------------
-_MES_DIRECT = 2000  # observed ranks up to which the MES Newton system is factorised directly
-
-
 def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: int = 200) -> FitResult:
     r"""MES (TORS Eq. 35-36) over global ranks with :math:`P` uniform within cells, solved through
-    its Lagrange dual by Newton's method.
-
-    With cell masses :math:`w_c` the entropy over ranks is :math:`H = -\sum_c w_c\log(w_c/|c|)`, so
-    the dual of :func:`itemsampling.estimators.distribution.mes_dual` becomes
+    its Lagrange dual by Newton's method: :func:`itemsampling.estimators.distribution.mes_dual` with
+    the cell widths as multiplicities,
 
     .. math:: \min_\mu\ \log\sum_c |c|\,e^{(\bar K_O\mu)_c} - \mu^\top\tilde P_O
               + \frac a4\sum_{r\in O}\frac{\mu_r^2}{\tilde P(r)},
 
-    with :math:`w(\mu) = \mathrm{softmax}(\bar K_O\mu + \log|c|)`; gradient, Hessian and stopping
-    rules are those of ``mes_dual`` (one Newton loop, :func:`.distribution._mes_newton`, which this
-    equals when every width is 1); beyond 2,000 observed sampled ranks the Newton system is solved
-    inexactly by preconditioned conjugate gradients (:func:`.distribution._newton_cg_step`), which keeps each step at :math:`O(Cn)` per product instead of
-    :math:`O(n^3)`. Returns the cell
-    masses as ``distribution``; ``objective`` is :math:`aH - E` with :math:`H` over ranks.
-    """
-    pt = np.asarray(p_tilde, dtype=np.float64)
-    widths = np.asarray(widths, dtype=np.float64)
-    if widths.shape != (K.shape[0],) or np.any(widths < 1):
-        raise ValueError("widths must hold one width >= 1 per kernel row")
-    start = time.perf_counter()
+    (one implementation, :func:`.distribution._mes_dual_impl`, which this equals when every width
+    is 1; beyond 2,000 observed sampled ranks the Newton system is solved by conjugate gradients).
+    Returns the cell masses as ``distribution``; ``objective`` is :math:`aH - E` with :math:`H`
+    over ranks."""
     with _single_blas_thread():
-        a, pi, it, converged, gmax, why = _mes_newton(K, pt, a, tol, max_iter, np.log(widths), _MES_DIRECT)
-    if not converged:
-        warnings.warn(f"grid MES dual Newton {why} after {it} iterations; its gradient (KKT residual) is "
-                      f"{gmax:.3g} > tol = {tol:g}", ConvergenceWarning, stacklevel=2)
-    pi = pi / pi.sum()
-    pos = pi > 0
-    H = float(-(pi[pos] @ np.log(pi[pos] / widths[pos])))
-    qf = K.T @ pi
-    obj = a * H - float(pt @ (qf - pt) ** 2)
-    return FitResult(pi, obj, it, converged, gmax, time.perf_counter() - start, "grid-dual")
+        return _mes_dual_impl(p_tilde, K, a, tol, max_iter, widths=widths)
 
 
-# ---------------------------------------------------------------------------------------------
-# fits
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class GridFit(FitResult):
-    """A :class:`~itemsampling.estimators.distribution.FitResult` whose ``distribution`` holds the
-    cell masses :math:`w_c` of ``grid`` (sum to 1); ``grid.expand(distribution)`` gives
-    :math:`P(R)` over ``1..N`` for moderate N."""
-
-    grid: RankGrid | None = None
-
+#: a fit on the grid is a :class:`~itemsampling.estimators.distribution.FitResult` whose ``grid`` is
+#: set and whose ``distribution`` holds the cell masses (the name is kept for existing code)
+GridFit = FitResult
 
 #: the rank-distribution fits on the grid (options: :data:`.distribution.OPTIONS`, MES without ``solver``)
 GRID_DISTRIBUTION_METHODS = tuple(m for m in OPTIONS if m != "bv")
 
 
 def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str, grid=None,
-                               replacement: bool = True, **params) -> GridFit:
+                               replacement: bool = True, **params) -> FitResult:
     r"""Learn the global rank distribution on a grid of cells (see the module docstring).
 
     Parameters as :func:`itemsampling.estimators.distribution.fit_rank_distribution` for
@@ -437,36 +405,16 @@ def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, me
     sample sizes, one :math:`n_u` per rank, with ``"mle"`` only: one block of grid-kernel columns
     per distinct size, TORS Appendix H, on the grid of the largest size), plus
     ``grid``: a :class:`RankGrid` for ``n_items`` (default :func:`rank_grid` of ``(N, n)``).
-    Returns a :class:`GridFit` whose ``distribution`` holds the cell masses. Memory and time per
-    pass are :math:`O(Cn)`, independent of :math:`N`; with an exact grid the result equals the
-    dense estimator's.
+    Returns a :class:`~itemsampling.estimators.distribution.FitResult` whose ``distribution`` holds
+    the cell masses and whose ``grid`` is the grid. Memory and time per pass are :math:`O(Cn)`,
+    independent of :math:`N`; with an exact grid the result equals the dense estimator's. The fit
+    itself is the one of :func:`.distribution.fit_rank_distribution` (:func:`.distribution._fit`).
     """
     replacement = check_bool(replacement, "replacement")
-    if np.ndim(sample_size) > 0:  # one size per user (adaptive sampling): MLE only, as in the dense path
-        N = check_int(n_items, "n_items", low=2)
-        r, sizes = check_sampled_ranks(sampled_ranks, N, sample_size)
-        if not isinstance(sizes, int):
-            grid = rank_grid(N, int(sizes.max())) if grid is None else _check_grid(grid, N)
-            return _grid_fit_per_user_sizes(r, N, sizes, method, grid, bool(replacement), params)
-        sample_size = sizes
-    N, n = check_sizes(n_items, sample_size)
-    opts, kw = _fit_options(method, params, grid=True)
-    grid = rank_grid(N, n) if grid is None else _check_grid(grid, N)
-    counts = sampled_rank_histogram(sampled_ranks, n)
-    K = grid_kernel(grid, n, bool(replacement))
-    if method in ("mle", "wmle"):
-        weights = counts if method == "mle" else counts * wmle_weights(n, opts["weight"], opts["C"])
-        if opts["solver"] == "cnm":
-            res = mle_cnm(weights, K, **kw)
-        elif opts["solver"] == "em":
-            res = mle_em(weights, K, pi0=grid.widths / N, **kw)
-        else:
-            raise _solver_error(method, opts["solver"])
-    else:
-        a = mes_scale(opts["eta"], n, opts["eta_scaling"])
-        res = grid_mes_dual(counts / counts.sum(), K, grid.widths, a, **kw)
-    return GridFit(res.distribution, res.objective, res.iterations, res.stopped_by_tol, res.gap, res.seconds,
-                   "grid-" + res.solver, grid)
+    N = check_int(n_items, "n_items", low=2)
+    r, n = check_sampled_ranks(sampled_ranks, N, sample_size)
+    grid = rank_grid(N, int(np.max(n))) if grid is None else _check_grid(grid, N)
+    return _fit(r, N, n, method, replacement, params, grid)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -645,7 +593,7 @@ def _drop_band_rows(S: np.ndarray, idx: np.ndarray) -> None:
 
 def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method: str, prior=None,
                            n_users: int | None = None, gamma: float | None = None,
-                           replacement: bool = True, solver: str = "auto") -> np.ndarray:
+                           replacement: bool = True, solver: str = "auto", _unidentified: str = "zero") -> np.ndarray:
     r"""BV, MN and MNW corrected metric vectors on the grid, shape ``(n, len(metrics), len(ks))``.
 
     ``prior`` holds cell masses (uniform over ranks, :math:`p_c = |c|/N`, by default). Systems as in
@@ -728,7 +676,9 @@ def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method
         else:
             G[np.diag_indices_from(G)] += add
     ok = np.flatnonzero(c > 0)
-    out = np.zeros(rhs.shape)
+    # sampled ranks of zero prior-predictive probability do not enter the objective: 0 (or NaN, for
+    # the estimate path to refuse them where observed)
+    out = np.zeros(rhs.shape) if _unidentified == "zero" else np.full(rhs.shape, np.nan)
     if banded:
         _drop_band_rows(G, np.flatnonzero(~(c > 0)))
         # O(n u^2) with one BLAS thread: dpbtrf's many small block updates ran 4-15x slower with
@@ -771,79 +721,6 @@ def resolve_grid(grid, n_items: int, sample_size, ks=()):
     return _check_grid(grid, n_items)
 
 
-def _grid_fit_per_user_sizes(r, N, sizes, method, grid, replacement, params) -> GridFit:
-    """MLE with per-user sample sizes (TORS Eq. 43, Appendix H) on the grid: one block of grid-kernel
-    columns per distinct size, fed to :func:`.distribution.mle_em_blocks` / ``mle_cnm_blocks``."""
-    from .distribution import mle_cnm_blocks, mle_em_blocks, sampled_rank_table
-
-    opts, kw = _fit_options(method, params, per_user=True, grid=True)
-    sz, rk, ct = sampled_rank_table(r, sizes)
-    blocks = [(np.ascontiguousarray(grid_kernel(grid, int(b), replacement)[:, rk[sz == b] - 1]),
-               ct[sz == b].astype(np.float64)) for b in np.unique(sz)]
-    if opts["solver"] == "cnm":
-        res = mle_cnm_blocks(blocks, **kw)
-    elif opts["solver"] == "em":
-        res = mle_em_blocks(blocks, pi0=grid.widths / N, **kw)
-    else:
-        raise _solver_error(method, opts["solver"])
-    return GridFit(res.distribution, res.objective, res.iterations, res.stopped_by_tol, res.gap, res.seconds,
-                   "grid-" + res.solver, grid)
-
-
-def grid_estimate(r, N, sample_size, metrics, ks, method, grid, *, replacement=True, gamma=None, n_users=None,
-                  prior=None, dist_params=None, cache=None) -> np.ndarray:
-    r"""Core of the grid estimators on validated input: an array ``(len(metrics), len(ks))``.
-    ``sample_size`` is an int or (for ``"mle"`` only) one size per user; ``dist_params`` go to the
-    rank-distribution fit; ``prior`` (BV / MN) holds cell masses or a distribution over ``1..N``;
-    ``cache`` (a dict) shares fits between calls on the same ranks."""
-    cache = {} if cache is None else cache
-    dist_params = dict(dist_params or {})
-    base = method.split("_")[-1]
-    fitted = None
-    if base in GRID_DISTRIBUTION_METHODS:
-        if prior is not None:
-            raise ValueError(f"method {method!r} estimates its own prior; do not pass prior")
-        key = (base, grid.key(), tuple(sorted((k, repr(v)) for k, v in dist_params.items())), bool(replacement))
-        if key not in cache:
-            if isinstance(sample_size, (int, np.integer)):
-                cache[key] = grid_fit_rank_distribution(r, N, int(sample_size), base, grid=grid,
-                                                        replacement=replacement, **dist_params)
-            else:
-                cache[key] = _grid_fit_per_user_sizes(r, N, sample_size, base, grid, bool(replacement), dist_params)
-        fitted = cache[key].distribution
-        if method == base:
-            if gamma is not None or n_users is not None:
-                raise ValueError(f"gamma and n_users are not used by method {method!r}")
-            return np.array([grid_metric(fitted, grid, m, ks) for m in metrics])
-    elif dist_params:
-        raise ValueError(f"unknown parameter(s) {sorted(dist_params)} for method {method!r}")
-    if not isinstance(sample_size, (int, np.integer)):
-        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
-                         "(adaptive sampling) use method 'mle'")
-    n = int(sample_size)
-    head = method if fitted is None else method[: -len(base) - 1]
-    kind = {"bv": "bv", "mn": "mn", "mnw": "mn_weighted", "mn_weighted": "mn_weighted"}.get(head)
-    if kind is None:
-        raise ValueError(f"method must be one of {GRID_METHODS} on the grid, got {method!r}")
-    if fitted is not None:
-        prior = fitted
-    elif prior is not None:
-        p = np.asarray(prior, dtype=np.float64)
-        prior = grid.masses(p) if p.shape == (grid.n_items,) and grid.n_items != grid.n_cells else p
-    if kind == "bv":
-        if n_users is not None:
-            raise ValueError("n_users is not used by BV")
-        kw = {"gamma": gamma}
-    else:
-        if gamma is not None:
-            raise ValueError("gamma is not used by MN")
-        kw = {"n_users": r.size if n_users is None else n_users}
-    Fh = grid_corrected_metrics(list(metrics), ks, grid, n, kind, prior=prior, replacement=replacement, **kw)
-    pt = sampled_rank_histogram(r, n)
-    pt /= pt.sum()
-    return np.tensordot(pt, Fh, axes=(0, 0))
-
-
 def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics, k, methods, grid=None,
                           replacement: bool = True, gamma: float = 0.1, **params) -> dict:
     r"""Estimate global metrics at catalogue scale: ``{method: {metric: estimate}}`` as
@@ -882,6 +759,8 @@ def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics
         raise ValueError(f"unknown parameter(s) {sorted(unknown)}; options of a rank-distribution method go "
                          f"as a dict named after it, one of {GRID_DISTRIBUTION_METHODS}")
     grid = resolve_grid(True if grid is None else grid, N, n, ks)
+    from . import _estimate
+
     cache: dict = {}
     out: dict = {}
     for meth in methods:
@@ -889,8 +768,9 @@ def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics
         opts = params.get(base) or {} if base in GRID_DISTRIBUTION_METHODS else {}
         if not isinstance(opts, dict):
             raise ValueError(f"{base} options must be a dict, got {opts!r}")
-        g = gamma if meth in ("bv", "bv_mle", "bv_mes") else None
-        est = grid_estimate(r, N, n, names, ks, meth, grid, replacement=replacement, gamma=g, dist_params=opts,
-                            cache=cache)
+        own = {"grid": grid, "replacement": replacement, **opts}
+        if meth in ("bv", "bv_mle", "bv_mes"):
+            own["gamma"] = gamma
+        est = _estimate(r, N, n, names, ks, meth, own, cache)
         out[meth] = {m: (est[i] if seq else float(est[i, 0])) for i, m in enumerate(names)}
     return out
