@@ -84,8 +84,6 @@ banded one that :func:`grid_corrected_metrics` takes for large :math:`n` (half-b
 from __future__ import annotations
 
 import functools
-import time
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,7 +96,6 @@ from ..metrics import canonical_metric, metric_function
 from .corrected import _RCOND_FACTOR, _check_system, _solve_spd, check_gamma
 from .distribution import (
     OPTIONS, FitResult, _fit, _mes_dual_impl, _row_bands, _single_blas_thread, check_sampled_ranks,
-    sampled_rank_histogram,
 )
 
 __all__ = [
