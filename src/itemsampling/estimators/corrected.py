@@ -357,6 +357,120 @@ def _solve_spd(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
     return y * s.reshape((-1,) + (1,) * (rhs.ndim - 1))
 
 
+def _solve_spd_banded(S: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
+    r"""Solve ``G x = rhs`` for symmetric positive definite ``G`` given by its upper band
+    ``S[i, d] = G[i, i + d]`` (see :func:`.grid._gram_band_rows`): Jacobi scaling and Cholesky in band
+    storage (LAPACK ``dpbtrf`` / ``dpbtrs``, :math:`O(nu^2)` for half-bandwidth :math:`u`, exact
+    in exact arithmetic since the factor has no fill-in outside the band), refused by the rule of
+    :func:`_solve_spd`: a zero or negative diagonal, a failed factorisation, or a
+    reciprocal 1-norm condition number of the scaled matrix below :math:`10^3 n\varepsilon`
+    (:math:`\|G_s^{-1}\|_1` by Higham's estimator, as LAPACK's ``dpocon`` does for the dense
+    solve) raises ``ValueError``."""
+    from scipy.sparse.linalg import LinearOperator, onenormest
+
+    n, w = S.shape
+    u = w - 1
+    d = S[:, 0].copy()
+    _check_system(S, d, rhs, what)
+    s = 1.0 / np.sqrt(d)
+    s_next = np.lib.stride_tricks.sliding_window_view(np.concatenate([s, np.zeros(u)]), w)  # s[i + d]
+    Ss = S * s[:, None]
+    Ss *= s_next  # padding beyond the matrix becomes 0
+    Ss[:, 0] = 1.0
+    absS = np.abs(Ss)
+    colsum = absS.sum(axis=1)
+    for k in range(1, w):
+        colsum[k:] += absS[:n - k, k]
+    anorm = float(colsum.max())
+    del absS
+    try:  # Ss.T is LAPACK's lower band storage ab[d, j] = G[j + d, j], already in Fortran order
+        cb = linalg.cholesky_banded(Ss.T, overwrite_ab=True, lower=True, check_finite=False)
+    except linalg.LinAlgError:
+        raise ValueError(f"the {what} system is singular (not positive definite)") from None
+
+    def solve(x):
+        return linalg.cho_solve_banded((cb, True), x, check_finite=False)
+
+    op = LinearOperator((n, n), matvec=solve, rmatvec=solve, matmat=solve, rmatmat=solve, dtype=np.float64)
+    rcond = 1.0 / (anorm * onenormest(op)) if n > 1 else 1.0
+    if not rcond > _RCOND_FACTOR * n * np.finfo(float).eps:
+        raise ValueError(
+            f"the {what} system is numerically singular (reciprocal condition number {rcond:.2e} after "
+            "diagonal scaling); the prior gives some sampled ranks almost no probability")
+    shape = (-1,) + (1,) * (rhs.ndim - 1)
+    return solve(rhs * s.reshape(shape)) * s.reshape(shape)
+
+
+def _drop_band_rows(S: np.ndarray, idx: np.ndarray) -> None:
+    """Decouple rows / columns ``idx`` of the banded matrix (see :func:`.grid._gram_band_rows`) in place:
+    zero them and put 1 on their diagonal, which solves the others exactly as the subsystem
+    without ``idx`` (``G[np.ix_(ok, ok)]`` in the dense solve)."""
+    if idx.size == 0:
+        return
+    n, w = S.shape
+    S[idx, :] = 0.0
+    rows = idx[:, None] - np.arange(w)[None, :]
+    cols = np.broadcast_to(np.arange(w)[None, :], rows.shape)
+    keep = rows >= 0
+    S[rows[keep], cols[keep]] = 0.0
+    S[idx, 0] = 1.0
+
+
+def _system(kind: str, g: float, M, gram, c, colsum, banded: bool = False):
+    r"""The one assembly of the BV, MNW and MN normal equations from the kernel products, for the
+    dense kernel (:func:`_corrected`) and for the grid (:func:`.grid.grid_corrected_metrics`) alike.
+
+    With weights :math:`p` (the prior, per rank or per cell) and multiplicities :math:`m` (1 per
+    rank, :math:`|c|` per cell), ``gram(M)`` returns :math:`\sum p\,K K^\top` (``M=None``) or
+    :math:`\sum p\,K K^\top - \frac1M\sum m\,K K^\top`, dense ``(n, n)`` or as its upper band
+    (``banded``: ``S[i, d] = G[i, i + d]``); ``c`` is :math:`\sum p K` and ``colsum``
+    :math:`\Lambda_1 = \sum m K`. Returns ``(G, what)``:
+
+    * BV (Krichene & Rendle Eq. 25; MNW = BV with :math:`\gamma = 1/M`, our exactly-weighted TORS
+      Eq. 38): :math:`G = (1-\gamma)\sum p KK^\top + \gamma\,\mathrm{diag}(c)`;
+    * MN (TORS Eq. 42, as published): :math:`G = \sum p KK^\top - \frac1M\sum m KK^\top + \frac1M\Lambda_1`.
+    """
+    if kind == "mn":
+        G = gram(M)
+        add = colsum / M
+        what = "MN (TORS Eq. 42)"
+    else:
+        G = (1.0 - g) * gram(None)
+        add = g * c
+        what = f"BV (gamma = {g:g})"
+    if banded:
+        G[:, 0] += add
+    else:
+        G[np.diag_indices_from(G)] += add
+    return G, what
+
+
+def _solve_system(G, rhs, c, what: str, unidentified: str = "raise", banded: bool = False):
+    r"""Solve the system of :func:`_system` for every right-hand side column. ``unidentified``:
+    ``"raise"`` solves the whole system (a sampled rank with :math:`c_r = 0` makes it singular:
+    refused by :func:`_check_system`); ``"nan"`` / ``"zero"`` solve the subsystem of the ranks with
+    :math:`c_r > 0` (the others do not enter the objective) and fill the others with NaN (for the
+    estimate path to refuse them where observed) or 0. Dense systems by :func:`_solve_spd` with every
+    BLAS thread (:math:`O(n^3)`: it dominates for :math:`n` in the thousands); banded ones by
+    :func:`_solve_spd_banded` with one (its many small block updates ran 4-15x slower with two
+    threads on the shared 2-core machine at :math:`N = 10^6, n = 10^4`)."""
+    if unidentified == "raise" and not banded:
+        return _solve_spd(G, rhs, what)
+    ok = np.flatnonzero(c > 0)
+    if not banded and ok.size == c.size:
+        return _solve_spd(G, rhs, what)
+    out = np.zeros(rhs.shape) if unidentified == "zero" else np.full(rhs.shape, np.nan)
+    if banded:
+        from .distribution import _single_blas_thread
+
+        _drop_band_rows(G, np.flatnonzero(~(c > 0)))
+        with _single_blas_thread():
+            out[ok] = _solve_spd_banded(G, np.where((c > 0)[:, None], rhs, 0.0), what)[ok]
+    else:
+        out[ok] = _solve_spd(G[np.ix_(ok, ok)], rhs[ok], what)
+    return out
+
+
 def _bv_lstsq(n_items, sample_size, replacement, prior, Fmat, _unidentified="raise"):
     r"""gamma = 0: least squares :math:`\min_x \|A x - b\|` with :math:`A = \sqrt{p}\,K`,
     :math:`b = \sqrt{p}\,F` (Krichene & Rendle Eq. 21-23), by SVD, refused by the rule of
@@ -525,24 +639,12 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
         KtDK, _, c = _weighted_products(n_items, sample_size, replacement, p, None)
     rhs = targets.kernel_rhs(n_items, sample_size, replacement, p)
 
-    if method == "bv":
-        G = (1.0 - g) * KtDK
-        G[np.diag_indices_from(G)] += g * c
-        if _unidentified == "nan" and np.any(c <= 0.0):
-            # ranks with zero prior-predictive probability do not enter the objective: solve for
-            # the others and mark these as not determined (NaN); the caller checks that no
-            # observed rank is among them
-            ok = np.flatnonzero(c > 0.0)
-            out = np.full(rhs.shape, np.nan)
-            out[ok] = _solve_spd(G[np.ix_(ok, ok)], rhs[ok], f"BV (gamma = {g:g})")
-            return out
-        return _solve_spd(G, rhs, f"BV (gamma = {g:g})")
+    def gram(M):  # sum_R p(R) K_R K_R^T, less (1/M) sum_R K_R K_R^T for MN
+        return KtDK if M is None else KtDK - _prior_free(n_items, sample_size, replacement)[0] / M
 
-    # MN as published (TORS Eq. 42)
-    KtK, colsum = _prior_free(n_items, sample_size, replacement)
-    G = KtDK - KtK / M
-    G[np.diag_indices_from(G)] += colsum / M
-    return _solve_spd(G, rhs, "MN (TORS Eq. 42)")
+    G, what = _system(method, g, M if method == "mn" else None, gram, c,
+                      _prior_free(n_items, sample_size, replacement)[1] if method == "mn" else None)
+    return _solve_system(G, rhs, c, what, _unidentified if method == "bv" else "raise")
 
 
 def corrected_metric(metric: str, k, n_items: int, sample_size: int, method: str, prior=None,

@@ -87,13 +87,12 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg
 from scipy.special import expi, gammaln, psi
 
 from .._validation import check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
-from .corrected import _RCOND_FACTOR, _check_system, _solve_spd, check_gamma
+from .corrected import _drop_band_rows, _solve_spd_banded, _solve_system, _system, check_gamma  # noqa: F401
 from .distribution import (
     OPTIONS, FitResult, _fit, _mes_dual_impl, _row_bands, _single_blas_thread, check_sampled_ranks,
 )
@@ -529,65 +528,6 @@ def _gram_band_rows(K, weights, bands, u: int) -> np.ndarray:
     return S
 
 
-def _solve_spd_banded(S: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
-    r"""Solve ``G x = rhs`` for symmetric positive definite ``G`` given by its upper band
-    ``S[i, d] = G[i, i + d]`` (see :func:`_gram_band_rows`): Jacobi scaling and Cholesky in band
-    storage (LAPACK ``dpbtrf`` / ``dpbtrs``, :math:`O(nu^2)` for half-bandwidth :math:`u`, exact
-    in exact arithmetic since the factor has no fill-in outside the band), refused by the rule of
-    :func:`.corrected._solve_spd`: a zero or negative diagonal, a failed factorisation, or a
-    reciprocal 1-norm condition number of the scaled matrix below :math:`10^3 n\varepsilon`
-    (:math:`\|G_s^{-1}\|_1` by Higham's estimator, as LAPACK's ``dpocon`` does for the dense
-    solve) raises ``ValueError``."""
-    from scipy.sparse.linalg import LinearOperator, onenormest
-
-    n, w = S.shape
-    u = w - 1
-    d = S[:, 0].copy()
-    _check_system(S, d, rhs, what)
-    s = 1.0 / np.sqrt(d)
-    s_next = np.lib.stride_tricks.sliding_window_view(np.concatenate([s, np.zeros(u)]), w)  # s[i + d]
-    Ss = S * s[:, None]
-    Ss *= s_next  # padding beyond the matrix becomes 0
-    Ss[:, 0] = 1.0
-    absS = np.abs(Ss)
-    colsum = absS.sum(axis=1)
-    for k in range(1, w):
-        colsum[k:] += absS[:n - k, k]
-    anorm = float(colsum.max())
-    del absS
-    try:  # Ss.T is LAPACK's lower band storage ab[d, j] = G[j + d, j], already in Fortran order
-        cb = linalg.cholesky_banded(Ss.T, overwrite_ab=True, lower=True, check_finite=False)
-    except linalg.LinAlgError:
-        raise ValueError(f"the {what} system is singular (not positive definite)") from None
-
-    def solve(x):
-        return linalg.cho_solve_banded((cb, True), x, check_finite=False)
-
-    op = LinearOperator((n, n), matvec=solve, rmatvec=solve, matmat=solve, rmatmat=solve, dtype=np.float64)
-    rcond = 1.0 / (anorm * onenormest(op)) if n > 1 else 1.0
-    if not rcond > _RCOND_FACTOR * n * np.finfo(float).eps:
-        raise ValueError(
-            f"the {what} system is numerically singular (reciprocal condition number {rcond:.2e} after "
-            "diagonal scaling); the prior gives some sampled ranks almost no probability")
-    shape = (-1,) + (1,) * (rhs.ndim - 1)
-    return solve(rhs * s.reshape(shape)) * s.reshape(shape)
-
-
-def _drop_band_rows(S: np.ndarray, idx: np.ndarray) -> None:
-    """Decouple rows / columns ``idx`` of the banded matrix (see :func:`_gram_band_rows`) in place:
-    zero them and put 1 on their diagonal, which solves the others exactly as the subsystem
-    without ``idx`` (``G[np.ix_(ok, ok)]`` in the dense solve)."""
-    if idx.size == 0:
-        return
-    n, w = S.shape
-    S[idx, :] = 0.0
-    rows = idx[:, None] - np.arange(w)[None, :]
-    cols = np.broadcast_to(np.arange(w)[None, :], rows.shape)
-    keep = rows >= 0
-    S[rows[keep], cols[keep]] = 0.0
-    S[idx, 0] = 1.0
-
-
 def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method: str, prior=None,
                            n_users: int | None = None, gamma: float | None = None,
                            replacement: bool = True, solver: str = "auto", _unidentified: str = "zero") -> np.ndarray:
@@ -653,39 +593,18 @@ def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method
         bands = _row_bands(K, block=_BAND_BLOCK) if solver != "dense" else None
         u = max(hi - lo for _, _, lo, hi in bands) if bands else n
         banded = solver == "banded" or (solver == "auto" and n >= _BANDED_MIN_N and 2 * (u + 1) <= n)
-        if banded and method == "mn":  # one pass with the weights p_c - |c| / M (may be negative)
-            G = _gram_band_rows(K, p - widths / M, bands, u)
-        elif banded:  # upper band S[i, d] = G[i, i + d]
-            G = _gram_band_rows(K, p, bands, u)
-        else:
+
+        def gram(M):  # sum_c p_c K_c K_c^T, less (1/M) sum_c |c| K_c K_c^T for MN (one pass when banded)
+            if banded:
+                return _gram_band_rows(K, p if M is None else p - widths / M, bands, u)
             G = _banded_gram(K, p)
-        if method == "mn":
-            if not banded:
+            if M is not None:
                 G -= _banded_gram(K, widths) / M
-            add = (K.T @ widths) / M
-            what = "MN (TORS Eq. 42)"
-        else:
-            G *= 1.0 - g
-            add = g * c
-            what = f"BV (gamma = {g:g})"
-        if banded:
-            G[:, 0] += add
-        else:
-            G[np.diag_indices_from(G)] += add
-    ok = np.flatnonzero(c > 0)
-    # sampled ranks of zero prior-predictive probability do not enter the objective: 0 (or NaN, for
-    # the estimate path to refuse them where observed)
-    out = np.zeros(rhs.shape) if _unidentified == "zero" else np.full(rhs.shape, np.nan)
-    if banded:
-        _drop_band_rows(G, np.flatnonzero(~(c > 0)))
-        # O(n u^2) with one BLAS thread: dpbtrf's many small block updates ran 4-15x slower with
-        # two threads on the shared 2-core machine (N = 10^6, n = 10^4: 0.5 s against 2-7 s)
-        with _single_blas_thread():
-            out[ok] = _solve_spd_banded(G, np.where((c > 0)[:, None], rhs, 0.0), what)[ok]
-    else:
-        # the n x n factorisation with every BLAS thread (O(n^3): it dominates for n in the thousands)
-        out[ok] = _solve_spd(G[np.ix_(ok, ok)], rhs[ok], what)
-    return out.reshape(n, len(names), len(ks))
+            return G
+
+        G, what = _system(method, g, M if method == "mn" else None, gram, c,
+                          (K.T @ widths) if method == "mn" else None, banded)
+    return np.ascontiguousarray(_solve_system(G, rhs, c, what, _unidentified, banded)).reshape(n, len(names), len(ks))
 
 
 # ---------------------------------------------------------------------------------------------
