@@ -30,6 +30,11 @@ Sec. IV, the LDA true-preference simulation (:func:`truth_experiment`): observed
 the simulator's complete preferences; metrics against the observed test items
 (:math:`M^{\mathrm{obs}}`) and, for the full candidate set, against the complete preferences
 (:math:`M^{\mathrm{truth}}`); bias :math:`= M^{\mathrm{obs}} - M^{\mathrm{truth}}`.
+
+Ranks and decoys for the estimators: :func:`target_ranks` (global and sampled ranks of one
+held-out item per user) and, for Chapter 11's popularity-weighted decoys, :func:`rank_masks` (the
+items above each target) and :func:`draw_weighted_decoys` (the decoys' single-draw probabilities
+and flags, the input of :func:`itemsampling.estimators.weighted.estimate_metric_weighted`).
 """
 
 from __future__ import annotations
@@ -65,6 +70,8 @@ __all__ = [
     "decoy_experiment",
     "truth_experiment",
     "target_ranks",
+    "rank_masks",
+    "draw_weighted_decoys",
     "gini_sweep",
 ]
 
@@ -740,6 +747,83 @@ def target_ranks(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: in
         dec = np.argpartition(-keys, n - 2, axis=1)[:, :n - 1]
         r[s:s + b.size] = 1 + np.take_along_axis(above, dec, axis=1).sum(axis=1)
     return (R, r, pool) if return_pool else (R, r)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 11: which items lie above the target, and weighted decoy draws
+# ---------------------------------------------------------------------------------------------
+def rank_masks(model, train, test, rng=None, batch_size: int = 512):
+    r"""For one held-out item per user (rows of ``test``): ``above`` (boolean ``(M, N)``, the pool
+    items the model ranks above the target, ties broken at random) and ``excluded`` (the user's
+    training items and the target: never a decoy). :math:`R_u = 1 +` ``above[u].sum()``, the
+    convention of :func:`itemsampling.candidates.target_ranks`."""
+    from .ranking import _above_target_batches, _check_inputs, _train_csr
+
+    tu, ti, N = _check_inputs(model, train, test)
+    batch_size = check_int(batch_size, "batch_size", low=1)
+    check_memory(2 * tu.size * N, "the above / excluded masks", "test")
+    gen = as_rng(rng)
+    X = _train_csr(train, model.n_users_, N)
+    above = np.empty((tu.size, N), dtype=bool)
+    excluded = np.empty((tu.size, N), dtype=bool)
+    for s, b, t, blocked, ab in _above_target_batches(model, X, tu, ti, batch_size, gen):
+        blocked[b, t] = True
+        above[s:s + b.size] = ab
+        excluded[s:s + b.size] = blocked
+    return above, excluded
+
+
+def draw_weighted_decoys(above, excluded, popularity, n_decoys: int, replacement: bool = True, rng=None,
+                         batch_size: int = 1024):
+    r"""Draw ``n_decoys`` decoys per user from the items not ``excluded`` with single-draw
+    probabilities :math:`p_i = w_i / \sum_{j \notin \mathrm{excluded}} w_j` (``popularity`` =
+    :math:`w`; items of weight 0 are never drawn). ``replacement=True``: independent draws;
+    ``False``: successive sampling (Gumbel-top-k, as :func:`itemsampling.candidates.draw_decoys`),
+    columns in draw order. Returns ``(decoy_probs, decoy_above)``, the input of
+    :func:`estimate_metric_weighted` (``decoy_probs`` are the single-draw probabilities)."""
+    above = np.asarray(above, dtype=bool)
+    excluded = np.asarray(excluded, dtype=bool)
+    if above.ndim != 2 or excluded.shape != above.shape:
+        raise ValueError("above and excluded must be boolean (M, N) arrays of the same shape")
+    w = np.asarray(popularity, dtype=np.float64)
+    if w.shape != (above.shape[1],) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"popularity must hold {above.shape[1]} non-negative finite weights")
+    d = check_int(n_decoys, "n_decoys", low=1)
+    replacement = check_bool(replacement, "replacement")
+    gen = as_rng(rng)
+    M, N = above.shape
+    elig = ~excluded & (w[None, :] > 0)
+    if not replacement and elig.sum(axis=1).min() < d:
+        raise ValueError(f"n_decoys must be <= {int(elig.sum(axis=1).min())} (the smallest pool), got {d}")
+    if not np.all(elig.any(axis=1)):
+        raise ValueError("every user needs at least one eligible decoy of positive popularity")
+    probs = np.empty((M, d))
+    ab = np.empty((M, d), dtype=bool)
+    for s in range(0, M, batch_size):
+        rows = slice(s, s + batch_size)
+        W = np.where(elig[rows], w[None, :], 0.0)
+        tot = W.sum(axis=1, keepdims=True)
+        b = W.shape[0]
+        if replacement:
+            cum = np.cumsum(W / tot, axis=1)
+            cum[:, -1] = 1.0
+            off = np.arange(b)[:, None]
+            u = gen.random((b, d))
+            dec = np.searchsorted((cum + off).ravel(), (u + off).ravel(), side="right").reshape(b, d) - off * N
+            dec = np.minimum(dec, N - 1)
+            # guard against landing on a zero-weight item through rounding
+            bad = W[np.arange(b)[:, None], dec] == 0
+            if np.any(bad):
+                dec[bad] = np.argmax(W, axis=1)[np.nonzero(bad)[0]]
+        else:
+            with np.errstate(divide="ignore"):
+                keys = np.log(W) + gen.gumbel(size=W.shape)
+            part = np.argpartition(-keys, d - 1, axis=1)[:, :d]
+            kd = np.take_along_axis(keys, part, axis=1)
+            dec = np.take_along_axis(part, np.argsort(-kd, axis=1, kind="stable"), axis=1)
+        probs[rows] = np.take_along_axis(W, dec, axis=1) / tot
+        ab[rows] = np.take_along_axis(above[rows], dec, axis=1)
+    return probs, ab
 
 
 def gini_sweep(base: SimulationConfig, zipfs, models=("popular", "itemknn", "als"), n_decoys: int = 100,

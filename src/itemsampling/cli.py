@@ -39,6 +39,10 @@ serves every metric and cut-off, and MLE is the estimator that accepts per-user 
 and CLS with a uniform prior keep a bias that does not shrink with the number of users. The
 guide chapter "Correcting your own evaluation" computes the comparison behind this choice.
 
+With ``--weighted``, ``FILE`` is instead a long file of popularity-weighted decoys, one row per
+decoy (:func:`read_weighted_file`), corrected by the ratio curve of Chapter 11
+(:func:`itemsampling.estimators.weighted.estimate_metric_weighted`).
+
 Every bad file is refused with a message naming the file, the line (CSV/TSV) or row (Parquet)
 and the column; the command never prints a traceback for bad input.
 """
@@ -56,8 +60,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DEFAULT_METHOD", "InputError", "RankTable", "read_rank_file", "ranks_from_scores", "estimate_table",
-           "format_report", "main"]
+__all__ = ["DEFAULT_METHOD", "InputError", "RankTable", "read_rank_file", "read_weighted_file", "ranks_from_scores",
+           "estimate_table", "format_report", "main"]
 
 #: The method used when ``--method`` is not given (see the module docstring and the guide).
 DEFAULT_METHOD = "mle"
@@ -337,6 +341,77 @@ def read_rank_file(path, n_items: int | None, sample_size: int | None = None, fm
                                                   else pools[sel])
         table.users[m] = users[sel] if users is not None else None
     return table
+
+
+#: Recognised columns of the long file (one row per drawn decoy).
+WEIGHTED_COLUMNS = {"user": ("user", "user_id"), "prob": ("prob", "probability", "decoy_prob", "p"),
+                    "above": ("above", "decoy_above")}
+
+
+def read_weighted_file(path, fmt: str | None = None):
+    """Read a long file of weighted decoys (CSV, TSV or Parquet with a header row): one row per
+    drawn decoy with columns ``user``, ``prob`` (its single-draw probability, in (0, 1]) and
+    ``above`` (1/0 or true/false: did it score above the user's held-out item?). Every user must
+    have the same number of decoys. Returns ``(users, decoy_probs, decoy_above)``, users in order of
+    first appearance. Bad input raises :class:`itemsampling.cli.InputError` (a ``ValueError``)
+    naming the file, the line (or Parquet row) and the column."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    fmt = fmt or {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet"}.get(path.suffix.lower())
+    if fmt not in ("csv", "tsv", "parquet"):
+        raise InputError(f"{path}: unknown format (use a .csv, .tsv or .parquet file, or --format)")
+    df = _read_frame(path, fmt)
+    cols = [str(c) for c in df.columns]
+    roles = {}
+    for role, aliases in WEIGHTED_COLUMNS.items():
+        found = [a for a in aliases if a in cols]
+        if len(found) != 1:
+            raise InputError(f"{path}: " + (f"missing column {role!r} ({' or '.join(aliases)})" if not found else
+                                            f"columns {found} all look like the {role} column; keep one")
+                             + f"; the header has {cols}")
+        roles[role] = found[0]
+    extra = [c for c in cols if c not in roles.values()]
+    if extra:
+        raise InputError(f"{path}: unknown column(s) {extra}; a weighted file has the columns user, prob, above")
+    if len(df) == 0:
+        raise InputError(f"{path}: no data rows")
+    user = df[roles["user"]].astype(str).str.strip().to_numpy()
+    empty = user == ""
+    if empty.any():
+        i = int(np.argmax(empty))
+        raise InputError(f"{_where(path, fmt, i)}, column {roles['user']!r}: missing user id")
+    raw_p = df[roles["prob"]]
+    p = pd.to_numeric(raw_p, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(p) | (p <= 0) | (p > 1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"{_where(path, fmt, i)}, column {roles['prob']!r}: {raw_p.iloc[i]!r} is not a "
+                         "probability in (0, 1] (the decoy's single-draw probability)")
+    raw_a = df[roles["above"]]
+    txt = raw_a.astype(str).str.strip().str.lower()
+    truthy, falsy = txt.isin(["1", "true", "1.0"]).to_numpy(), txt.isin(["0", "false", "0.0"]).to_numpy()
+    bad = ~(truthy | falsy)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"{_where(path, fmt, i)}, column {roles['above']!r}: {raw_a.iloc[i]!r} is not boolean "
+                         "(expected 1/0 or true/false: did the decoy score above the target?)")
+    users, first, inv, counts = np.unique(user, return_index=True, return_inverse=True, return_counts=True)
+    if np.unique(counts).size > 1:
+        common = int(np.bincount(counts).argmax())
+        j = int(np.flatnonzero(counts != common)[0])
+        raise InputError(f"{_where(path, fmt, int(first[j]))}, column {roles['user']!r}: user {users[j]!r} has "
+                         f"{int(counts[j])} decoys, the other users {common}: every user needs the same number "
+                         "of decoys (rows of different length)")
+    order = np.argsort(first, kind="stable")            # users in order of first appearance
+    rank_of = np.empty_like(order)
+    rank_of[order] = np.arange(order.size)
+    row = rank_of[inv]
+    idx = np.argsort(row, kind="stable")
+    d = int(counts[0])
+    return (users[order], p[idx].reshape(-1, d), truthy[idx].reshape(-1, d))
 
 
 def ranks_from_scores(target_scores, decoy_scores, ties: str = "random", rng=None) -> np.ndarray:
@@ -672,6 +747,49 @@ def _build_parser():
     return p
 
 
+def estimate_weighted_file(args) -> int:
+    """``python -m itemsampling estimate FILE --weighted``: read FILE (:func:`read_weighted_file`)
+    and print, for every metric and cut-off, the ratio-curve estimate with its bootstrap interval
+    beside the uniform-kernel estimate and the uncorrected sampled metric (a table, or JSON)."""
+    from .estimators.weighted import estimate_metric_weighted
+
+    unused = [flag for flag, v in (("--sample-size", args.sample_size), ("--gamma", args.gamma), ("--eta", args.eta),
+                                   ("--rank-column", args.rank_column), ("--size-column", args.size_column),
+                                   ("--model-column", args.model_column), ("--user-column", args.user_column))
+              if v is not None]
+    if args.method != "mle":
+        unused.append("--method")
+    if unused:
+        raise InputError(f"{', '.join(unused)} not used with --weighted (the file gives the decoys and their "
+                         "probabilities; the method is the ratio-curve correction)")
+    users, p, a = read_weighted_file(args.file, args.format)
+    if args.n_items < p.shape[1] + 1 and args.without_replacement:
+        raise InputError(f"--n-items must be at least the number of decoys + 1 = {p.shape[1] + 1}")
+    design = "successive" if args.without_replacement else "with_replacement"
+    if not args.quiet:
+        print(f"{args.file}: {len(users):,} users, {p.shape[1]} decoys each", file=sys.stderr, flush=True)
+    rows = []
+    for metric in args.metric:
+        for k in args.k:
+            est = estimate_metric_weighted(p, a, args.n_items, metric, k, ci=args.ci, n_boot=args.n_boot,
+                                           rng=args.seed, design=design)
+            rows.append({"metric": metric, "k": k, "estimate": est.estimate, "low": est.low, "high": est.high,
+                         "uniform": estimate_metric_weighted(p, a, args.n_items, metric, k, method="uniform"),
+                         "sampled": estimate_metric_weighted(p, a, args.n_items, metric, k, method="sampled")})
+    if args.json:
+        print(json.dumps({"users": len(users), "decoys": int(p.shape[1]), "confidence": args.ci,
+                          "n_boot": args.n_boot, "method": "ratio", "results": rows}, indent=1))
+        return 0
+    print(f"{len(users):,} users, {p.shape[1]} weighted decoys each; ratio-curve correction with "
+          f"{100 * args.ci:g}% user-bootstrap intervals ({args.n_boot} replicates)")
+    print(f"{'metric':<14}{'estimate':>10}{'interval':>22}{'uniform kernel':>16}{'uncorrected':>13}")
+    for r in rows:
+        lab = f"{r['metric']}@{r['k']}" if r["k"] is not None else r["metric"]
+        interval = f"[{r['low']:.4f}, {r['high']:.4f}]"
+        print(f"{lab:<14}{r['estimate']:>10.4f}{interval:>22}{r['uniform']:>16.4f}{r['sampled']:>13.4f}")
+    return 0
+
+
 def _estimate(args) -> int:
     if not 0 < args.ci < 1:
         raise InputError(f"--ci must be a confidence level in (0, 1), e.g. 0.95; got {args.ci}")
@@ -682,8 +800,6 @@ def _estimate(args) -> int:
     if args.weighted and args.n_items is None:
         raise InputError("--n-items is required with --weighted")
     if args.weighted:
-        from .estimators.weighted import estimate_weighted_file
-
         return estimate_weighted_file(args)
     params = {}
     if args.method in ("bv", "bv_mle", "bv_mes"):

@@ -33,6 +33,12 @@ popularity, renormalised over the pool without the target). For each drawn decoy
 * **Ranks only** (:func:`rank_only_bounds`): without decoy identities the map is not identified;
   the most- and least-popular-first orders of the catalogue (:func:`tilt_curve` with infinite tilt)
   bound the metric.
+
+This module holds the estimators only. The data they take live elsewhere: the masks of the items
+above each target and the weighted decoy draws (``rank_masks``, ``draw_weighted_decoys``) in
+:mod:`itemsampling.candidates`, beside the other decoy draws; the long file of
+``python -m itemsampling estimate FILE --weighted`` (``read_weighted_file``) and that command in
+:mod:`itemsampling.cli`, beside the other file readers. The three names still import from here.
 """
 
 from __future__ import annotations
@@ -56,8 +62,6 @@ __all__ = [
     "fit_weighted",
     "estimate_metric_weighted",
     "rank_only_bounds",
-    "rank_masks",
-    "draw_weighted_decoys",
 ]
 
 #: Methods of :func:`estimate_metric_weighted`: the ratio-curve correction, the uniform kernel (the
@@ -521,204 +525,18 @@ def rank_only_bounds(sampled_ranks, popularity, sample_size: int, metric: str, k
 
 
 # ---------------------------------------------------------------------------------------------
-# data: which items lie above the target, and weighted decoy draws
+# the data and file halves, moved out: still importable from here
 # ---------------------------------------------------------------------------------------------
-def rank_masks(model, train, test, rng=None, batch_size: int = 512):
-    r"""For one held-out item per user (rows of ``test``): ``above`` (boolean ``(M, N)``, the pool
-    items the model ranks above the target, ties broken at random) and ``excluded`` (the user's
-    training items and the target: never a decoy). :math:`R_u = 1 +` ``above[u].sum()``, the
-    convention of :func:`itemsampling.candidates.target_ranks`."""
-    from .._validation import check_memory
-    from ..ranking import _above_target_batches, _check_inputs, _train_csr
+def __getattr__(name):
+    """``rank_masks`` and ``draw_weighted_decoys`` live in :mod:`itemsampling.candidates`,
+    ``read_weighted_file`` in :mod:`itemsampling.cli`; importing them from here still works,
+    resolved on first use so that this module imports neither."""
+    if name in ("rank_masks", "draw_weighted_decoys"):
+        from .. import candidates
 
-    tu, ti, N = _check_inputs(model, train, test)
-    batch_size = check_int(batch_size, "batch_size", low=1)
-    check_memory(2 * tu.size * N, "the above / excluded masks", "test")
-    gen = as_rng(rng)
-    X = _train_csr(train, model.n_users_, N)
-    above = np.empty((tu.size, N), dtype=bool)
-    excluded = np.empty((tu.size, N), dtype=bool)
-    for s, b, t, blocked, ab in _above_target_batches(model, X, tu, ti, batch_size, gen):
-        blocked[b, t] = True
-        above[s:s + b.size] = ab
-        excluded[s:s + b.size] = blocked
-    return above, excluded
+        return getattr(candidates, name)
+    if name == "read_weighted_file":
+        from ..cli import read_weighted_file
 
-
-def draw_weighted_decoys(above, excluded, popularity, n_decoys: int, replacement: bool = True, rng=None,
-                         batch_size: int = 1024):
-    r"""Draw ``n_decoys`` decoys per user from the items not ``excluded`` with single-draw
-    probabilities :math:`p_i = w_i / \sum_{j \notin \mathrm{excluded}} w_j` (``popularity`` =
-    :math:`w`; items of weight 0 are never drawn). ``replacement=True``: independent draws;
-    ``False``: successive sampling (Gumbel-top-k, as :func:`itemsampling.candidates.draw_decoys`),
-    columns in draw order. Returns ``(decoy_probs, decoy_above)``, the input of
-    :func:`estimate_metric_weighted` (``decoy_probs`` are the single-draw probabilities)."""
-    from .._validation import check_bool
-
-    above = np.asarray(above, dtype=bool)
-    excluded = np.asarray(excluded, dtype=bool)
-    if above.ndim != 2 or excluded.shape != above.shape:
-        raise ValueError("above and excluded must be boolean (M, N) arrays of the same shape")
-    w = np.asarray(popularity, dtype=np.float64)
-    if w.shape != (above.shape[1],) or not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError(f"popularity must hold {above.shape[1]} non-negative finite weights")
-    d = check_int(n_decoys, "n_decoys", low=1)
-    replacement = check_bool(replacement, "replacement")
-    gen = as_rng(rng)
-    M, N = above.shape
-    elig = ~excluded & (w[None, :] > 0)
-    if not replacement and elig.sum(axis=1).min() < d:
-        raise ValueError(f"n_decoys must be <= {int(elig.sum(axis=1).min())} (the smallest pool), got {d}")
-    if not np.all(elig.any(axis=1)):
-        raise ValueError("every user needs at least one eligible decoy of positive popularity")
-    probs = np.empty((M, d))
-    ab = np.empty((M, d), dtype=bool)
-    for s in range(0, M, batch_size):
-        rows = slice(s, s + batch_size)
-        W = np.where(elig[rows], w[None, :], 0.0)
-        tot = W.sum(axis=1, keepdims=True)
-        b = W.shape[0]
-        if replacement:
-            cum = np.cumsum(W / tot, axis=1)
-            cum[:, -1] = 1.0
-            off = np.arange(b)[:, None]
-            u = gen.random((b, d))
-            dec = np.searchsorted((cum + off).ravel(), (u + off).ravel(), side="right").reshape(b, d) - off * N
-            dec = np.minimum(dec, N - 1)
-            # guard against landing on a zero-weight item through rounding
-            bad = W[np.arange(b)[:, None], dec] == 0
-            if np.any(bad):
-                dec[bad] = np.argmax(W, axis=1)[np.nonzero(bad)[0]]
-        else:
-            with np.errstate(divide="ignore"):
-                keys = np.log(W) + gen.gumbel(size=W.shape)
-            part = np.argpartition(-keys, d - 1, axis=1)[:, :d]
-            kd = np.take_along_axis(keys, part, axis=1)
-            dec = np.take_along_axis(part, np.argsort(-kd, axis=1, kind="stable"), axis=1)
-        probs[rows] = np.take_along_axis(W, dec, axis=1) / tot
-        ab[rows] = np.take_along_axis(above[rows], dec, axis=1)
-    return probs, ab
-
-
-# ---------------------------------------------------------------------------------------------
-# the long file of `python -m itemsampling estimate --weighted`
-# ---------------------------------------------------------------------------------------------
-#: Recognised columns of the long file (one row per drawn decoy).
-WEIGHTED_COLUMNS = {"user": ("user", "user_id"), "prob": ("prob", "probability", "decoy_prob", "p"),
-                    "above": ("above", "decoy_above")}
-
-
-def read_weighted_file(path, fmt: str | None = None):
-    """Read a long file of weighted decoys (CSV, TSV or Parquet with a header row): one row per
-    drawn decoy with columns ``user``, ``prob`` (its single-draw probability, in (0, 1]) and
-    ``above`` (1/0 or true/false: did it score above the user's held-out item?). Every user must
-    have the same number of decoys. Returns ``(users, decoy_probs, decoy_above)``, users in order of
-    first appearance. Bad input raises :class:`itemsampling.cli.InputError` (a ``ValueError``)
-    naming the file, the line (or Parquet row) and the column."""
-    from pathlib import Path
-
-    import pandas as pd
-
-    from ..cli import InputError, _read_frame, _where
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    fmt = fmt or {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet"}.get(path.suffix.lower())
-    if fmt not in ("csv", "tsv", "parquet"):
-        raise InputError(f"{path}: unknown format (use a .csv, .tsv or .parquet file, or --format)")
-    df = _read_frame(path, fmt)
-    cols = [str(c) for c in df.columns]
-    roles = {}
-    for role, aliases in WEIGHTED_COLUMNS.items():
-        found = [a for a in aliases if a in cols]
-        if len(found) != 1:
-            raise InputError(f"{path}: " + (f"missing column {role!r} ({' or '.join(aliases)})" if not found else
-                                            f"columns {found} all look like the {role} column; keep one")
-                             + f"; the header has {cols}")
-        roles[role] = found[0]
-    extra = [c for c in cols if c not in roles.values()]
-    if extra:
-        raise InputError(f"{path}: unknown column(s) {extra}; a weighted file has the columns user, prob, above")
-    if len(df) == 0:
-        raise InputError(f"{path}: no data rows")
-    user = df[roles["user"]].astype(str).str.strip().to_numpy()
-    empty = user == ""
-    if empty.any():
-        i = int(np.argmax(empty))
-        raise InputError(f"{_where(path, fmt, i)}, column {roles['user']!r}: missing user id")
-    raw_p = df[roles["prob"]]
-    p = pd.to_numeric(raw_p, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(p) | (p <= 0) | (p > 1)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(f"{_where(path, fmt, i)}, column {roles['prob']!r}: {raw_p.iloc[i]!r} is not a "
-                         "probability in (0, 1] (the decoy's single-draw probability)")
-    raw_a = df[roles["above"]]
-    txt = raw_a.astype(str).str.strip().str.lower()
-    truthy, falsy = txt.isin(["1", "true", "1.0"]).to_numpy(), txt.isin(["0", "false", "0.0"]).to_numpy()
-    bad = ~(truthy | falsy)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(f"{_where(path, fmt, i)}, column {roles['above']!r}: {raw_a.iloc[i]!r} is not boolean "
-                         "(expected 1/0 or true/false: did the decoy score above the target?)")
-    users, first, inv, counts = np.unique(user, return_index=True, return_inverse=True, return_counts=True)
-    if np.unique(counts).size > 1:
-        common = int(np.bincount(counts).argmax())
-        j = int(np.flatnonzero(counts != common)[0])
-        raise InputError(f"{_where(path, fmt, int(first[j]))}, column {roles['user']!r}: user {users[j]!r} has "
-                         f"{int(counts[j])} decoys, the other users {common}: every user needs the same number "
-                         "of decoys (rows of different length)")
-    order = np.argsort(first, kind="stable")            # users in order of first appearance
-    rank_of = np.empty_like(order)
-    rank_of[order] = np.arange(order.size)
-    row = rank_of[inv]
-    idx = np.argsort(row, kind="stable")
-    d = int(counts[0])
-    return (users[order], p[idx].reshape(-1, d), truthy[idx].reshape(-1, d))
-
-
-def estimate_weighted_file(args) -> int:
-    """``python -m itemsampling estimate FILE --weighted``: read FILE (:func:`read_weighted_file`)
-    and print, for every metric and cut-off, the ratio-curve estimate with its bootstrap interval
-    beside the uniform-kernel estimate and the uncorrected sampled metric (a table, or JSON)."""
-    import json
-    import sys
-
-    from ..cli import InputError
-
-    unused = [flag for flag, v in (("--sample-size", args.sample_size), ("--gamma", args.gamma), ("--eta", args.eta),
-                                   ("--rank-column", args.rank_column), ("--size-column", args.size_column),
-                                   ("--model-column", args.model_column), ("--user-column", args.user_column))
-              if v is not None]
-    if args.method != "mle":
-        unused.append("--method")
-    if unused:
-        raise InputError(f"{', '.join(unused)} not used with --weighted (the file gives the decoys and their "
-                         "probabilities; the method is the ratio-curve correction)")
-    users, p, a = read_weighted_file(args.file, args.format)
-    if args.n_items < p.shape[1] + 1 and args.without_replacement:
-        raise InputError(f"--n-items must be at least the number of decoys + 1 = {p.shape[1] + 1}")
-    design = "successive" if args.without_replacement else "with_replacement"
-    if not args.quiet:
-        print(f"{args.file}: {len(users):,} users, {p.shape[1]} decoys each", file=sys.stderr, flush=True)
-    rows = []
-    for metric in args.metric:
-        for k in args.k:
-            est = estimate_metric_weighted(p, a, args.n_items, metric, k, ci=args.ci, n_boot=args.n_boot,
-                                           rng=args.seed, design=design)
-            rows.append({"metric": metric, "k": k, "estimate": est.estimate, "low": est.low, "high": est.high,
-                         "uniform": estimate_metric_weighted(p, a, args.n_items, metric, k, method="uniform"),
-                         "sampled": estimate_metric_weighted(p, a, args.n_items, metric, k, method="sampled")})
-    if args.json:
-        print(json.dumps({"users": len(users), "decoys": int(p.shape[1]), "confidence": args.ci,
-                          "n_boot": args.n_boot, "method": "ratio", "results": rows}, indent=1))
-        return 0
-    print(f"{len(users):,} users, {p.shape[1]} weighted decoys each; ratio-curve correction with "
-          f"{100 * args.ci:g}% user-bootstrap intervals ({args.n_boot} replicates)")
-    print(f"{'metric':<14}{'estimate':>10}{'interval':>22}{'uniform kernel':>16}{'uncorrected':>13}")
-    for r in rows:
-        lab = f"{r['metric']}@{r['k']}" if r["k"] is not None else r["metric"]
-        interval = f"[{r['low']:.4f}, {r['high']:.4f}]"
-        print(f"{lab:<14}{r['estimate']:>10.4f}{interval:>22}{r['uniform']:>16.4f}{r['sampled']:>13.4f}")
-    return 0
+        return read_weighted_file
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
