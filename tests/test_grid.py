@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
+from itemsampling.estimators import corrected as C
 from itemsampling.estimators import distribution as D
 from itemsampling.estimators import estimate_metrics, metric_from_distribution
 from itemsampling.estimators import grid as G
@@ -323,8 +324,8 @@ def test_band_storage_holds_the_gram_matrix_and_decouples_rows():
     drop = np.array([0, 7, 150, n_ - 1])
     ok = np.setdiff1d(np.arange(n_), drop)
     rhs = np.random.default_rng(4).normal(size=(n_, 2))
-    G._drop_band_rows(S, drop)
-    x = G._solve_spd_banded(S, np.where(np.isin(np.arange(n_), drop)[:, None], 0.0, rhs), "test")
+    C._drop_band_rows(S, drop)
+    x = C._solve_spd_banded(S, np.where(np.isin(np.arange(n_), drop)[:, None], 0.0, rhs), "test")
     y = np.linalg.solve(full[np.ix_(ok, ok)], rhs[ok])
     np.testing.assert_allclose(x[ok], y, rtol=1e-8, atol=1e-10 * np.abs(y).max())
     np.testing.assert_array_equal(x[drop], 0.0)
@@ -333,9 +334,9 @@ def test_band_storage_holds_the_gram_matrix_and_decouples_rows():
 def test_banded_solve_refuses_singular_systems_and_bad_solver():
     S = np.array([[1.0, 1.0], [1.0, 0.0]])  # G = [[1, 1], [1, 1]]: singular
     with pytest.raises(ValueError, match="singular"):
-        G._solve_spd_banded(S, np.ones(2), "test")
+        C._solve_spd_banded(S, np.ones(2), "test")
     with pytest.raises(ValueError, match="sampled rank r = 2"):
-        G._solve_spd_banded(np.array([[1.0, 0.0], [0.0, 0.0]]), np.ones(2), "test")
+        C._solve_spd_banded(np.array([[1.0, 0.0], [0.0, 0.0]]), np.ones(2), "test")
     grid = G.rank_grid(500, 50)
     with pytest.raises(ValueError, match="solver must be"):
         G.grid_corrected_metrics(["recall"], [10], grid, 50, "bv", gamma=0.1, solver="sparse")

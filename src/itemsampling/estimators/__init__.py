@@ -271,16 +271,16 @@ def _vectors(metrics, ks, N, n, method, grid, pools, prior=None, **kw):
     """Corrected vectors ``(n, len(metrics), len(ks)[, len(pools)])`` of ``method`` (one of
     :data:`~itemsampling.estimators.corrected.CORRECTION_METHODS`) over ``1..N``
     (:func:`~itemsampling.estimators.corrected.corrected_metrics`) or on ``grid``
-    (:func:`~itemsampling.estimators.grid.grid_corrected_metrics`; a prior over ``1..N`` becomes
+    (:func:`.corrected._corrected_on_grid`; a prior over ``1..N`` becomes
     cell masses)."""
     if grid is None:
         return corrected_metrics(list(metrics), ks, N, n, method, prior=prior, pools=pools, **kw)
-    from .grid import grid_corrected_metrics
+    from .corrected import _corrected_on_grid
 
     if prior is not None:
         p = np.asarray(prior, dtype=np.float64)
         prior = grid.masses(p) if p.shape == (grid.n_items,) and grid.n_items != grid.n_cells else p
-    return grid_corrected_metrics(list(metrics), ks, grid, n, method, prior=prior, **kw)
+    return _corrected_on_grid(list(metrics), ks, grid, n, method, prior=prior, **kw)
 
 
 def _prepare(sampled_ranks, n_items, sample_size, params, method=None):

@@ -79,7 +79,6 @@ few dozen with a uniform prior); use :math:`\gamma > 0` large enough, or CLS, th
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import numbers
 
@@ -91,6 +90,10 @@ from scipy.optimize import lsq_linear
 from .._validation import as_float_array, check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sizes
 from ..kernel import kernel, kernel_cdf
 from ..metrics import canonical_metric, metric_function
+from .grid import (
+    _BAND_BLOCK, _BANDED_MIN_N, _banded_kernel, _blas_threads, _block_products, _blocks, _cell_metric_sums,
+    _gram_band_rows, _row_bands, _single_blas_thread, grid_kernel,
+)
 
 __all__ = [
     "CORRECTION_METHODS",
@@ -144,36 +147,8 @@ def _metric_matrix(metric: str, ks, n_items: int) -> tuple[np.ndarray, list]:
 # ---------------------------------------------------------------------------------------------
 # kernel products, chunked over global ranks
 # ---------------------------------------------------------------------------------------------
-_BLOCK_ROWS = 256
-_BAND_TOL = 1e-30
 
 
-@functools.lru_cache(maxsize=2)
-def _banded_kernel(n_items: int, sample_size: int, replacement: bool):
-    r"""The kernel :math:`P(r \mid R)` stored as row blocks of consecutive global ranks, each
-    restricted to the band of sampled ranks where some row of the block holds at least
-    ``1e-30`` times its own largest entry.
-
-    Every kernel row is unimodal in :math:`r` and concentrated within a few standard deviations
-    of :math:`1 + (n-1)\theta_R`, so a block of 256 consecutive ranks needs only a band of columns.
-    Dropping entries below ``1e-30`` of their row's maximum changes no float64 sum
-    :math:`\sum_R w_R P(r\mid R)P(s\mid R)` beyond its last digit, and cuts the cost of
-    :math:`K^\top W K` from :math:`O(Nn^2)` to :math:`O(N\,\bar b^2)` (mean band :math:`\bar b`),
-    and the memory to :math:`N\bar b` floats. Returns a tuple of ``(start, stop, lo, hi, block)``
-    with ``block = K[start:stop, lo:hi]`` (0-based rows and columns).
-    """
-    out = []
-    for start in range(0, n_items, _BLOCK_ROWS):
-        stop = min(n_items, start + _BLOCK_ROWS)
-        K = kernel(n_items, sample_size, replacement, np.arange(start + 1, stop + 1))
-        keep = K >= _BAND_TOL * K.max(axis=1, keepdims=True)
-        cols = np.flatnonzero(keep.any(axis=0))
-        lo, hi = int(cols[0]), int(cols[-1]) + 1
-        block = np.ascontiguousarray(K[:, lo:hi])
-        block[~keep[:, lo:hi]] = 0.0
-        block.flags.writeable = False
-        out.append((start, stop, lo, hi, block))
-    return tuple(out)
 
 
 @functools.lru_cache(maxsize=8)
@@ -185,43 +160,16 @@ def _prior_free(n_items: int, sample_size: int, replacement: bool):
     return gram, colsum
 
 
-def _blas_threads(n_items: int, sample_size: int):
-    """Single-threaded BLAS for small problems: the banded products are many small matrix
-    products, for which thread start-up and contention with other processes cost more than the
-    arithmetic (measured 5-10x slower with two threads on a busy 2-core machine at N = 3,706,
-    n = 100). Large problems keep every thread."""
-    if n_items * sample_size * sample_size > 2e8:
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with the pinned environment
-        return contextlib.nullcontext()
-    return threadpool_limits(1, "blas")
 
 
 def _weighted_products(n_items, sample_size, replacement, weights, Fmat):
     r"""Return :math:`K^\top W K`, :math:`K^\top W F` (or ``None``) and :math:`K^\top w` for
-    ``W = diag(weights)``, from the banded kernel, skipping blocks of zero weight."""
+    ``W = diag(weights)`` over the global ranks (:func:`.grid._block_products` on the row blocks of
+    :func:`.grid._banded_kernel`)."""
     with _blas_threads(n_items, sample_size):
-        return _weighted_products_impl(n_items, sample_size, replacement, weights, Fmat)
+        return _block_products(_banded_kernel(n_items, sample_size, replacement), sample_size, weights, Fmat)
 
 
-def _weighted_products_impl(n_items, sample_size, replacement, weights, Fmat):
-    n = sample_size
-    gram = np.zeros((n, n))
-    rhs = None if Fmat is None else np.zeros((n, Fmat.shape[1]))
-    nonzero_F = None if Fmat is None else np.any(Fmat != 0, axis=1)  # top-K metrics: rows R <= K only
-    c = np.zeros(n)
-    for start, stop, lo, hi, B in _banded_kernel(n_items, n, replacement):
-        w = weights[start:stop]
-        if not np.any(w):
-            continue
-        Bw = B * w[:, None]
-        gram[lo:hi, lo:hi] += B.T @ Bw
-        c[lo:hi] += Bw.sum(axis=0)
-        if rhs is not None and np.any(nonzero_F[start:stop]):
-            rhs[lo:hi] += Bw.T @ Fmat[start:stop]
-    return 0.5 * (gram + gram.T), rhs, c
 
 
 class _Targets:
@@ -461,8 +409,6 @@ def _solve_system(G, rhs, c, what: str, unidentified: str = "raise", banded: boo
         return _solve_spd(G, rhs, what)
     out = np.zeros(rhs.shape) if unidentified == "zero" else np.full(rhs.shape, np.nan)
     if banded:
-        from .distribution import _single_blas_thread
-
         _drop_band_rows(G, np.flatnonzero(~(c > 0)))
         with _single_blas_thread():
             out[ok] = _solve_spd_banded(G, np.where((c > 0)[:, None], rhs, 0.0), what)[ok]
@@ -645,6 +591,85 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
     G, what = _system(method, g, M if method == "mn" else None, gram, c,
                       _prior_free(n_items, sample_size, replacement)[1] if method == "mn" else None)
     return _solve_system(G, rhs, c, what, _unidentified if method == "bv" else "raise")
+
+
+def _corrected_on_grid(names, ks, grid, sample_size, method, prior=None, n_users=None, gamma=None,
+                       replacement=True, solver="auto", _unidentified="zero"):
+    r"""BV, MN and MNW corrected metric vectors on the grid, shape ``(n, len(metrics), len(ks))``.
+
+    ``prior`` holds cell masses (uniform over ranks, :math:`p_c = |c|/N`, by default). Systems as in
+    :mod:`.corrected`: BV :math:`((1-\gamma)\sum_c p_c\bar K_c\bar K_c^\top + \gamma\,\mathrm{diag}(c))x
+    = \sum_c p_c \bar F_c\bar K_c` (Krichene & Rendle Eq. 25; ``gamma`` in (0, 1]), MN (TORS Eq. 42)
+    :math:`(\sum_c p_c\bar K_c\bar K_c^\top - \frac1M\sum_c |c|\bar K_c\bar K_c^\top + \frac1M\Lambda_1)x
+    = \sum_c p_c\bar F_c\bar K_c`, MNW = BV with :math:`\gamma = 1/M`; :math:`\bar F_c` is the cell
+    mean of :math:`F`.
+
+    Solvers (``solver``): both matrices are banded. Kernel row :math:`c` is non-negligible (at least
+    :math:`10^{-30}` of its maximum, the threshold of every product here) only on sampled ranks
+    within about 12 standard deviations :math:`\sqrt{(n-1)\theta_c(1-\theta_c)}` of
+    :math:`1 + (n-1)\theta_c`, so :math:`G_{rr'} = 0` (as computed) unless :math:`|r - r'| \le u`,
+    the largest column band of a block of 16 cells (:math:`u \approx 1{,}270` at
+    :math:`N = 10^6, n = 10^4`; 480 at :math:`N = 10^7, n = 1000`). ``"banded"`` forms only that
+    band, block by block, and solves it by banded Cholesky: time :math:`O(C\bar b^2 + nu^2)` and
+    memory :math:`O(nu)` instead of :math:`O(C\bar b^2 + n^3)` and :math:`O(n^2)`. Truncation
+    error: every dropped kernel entry is below :math:`10^{-30}` of its row's maximum, so each dropped
+    product :math:`p_c\bar K_{cr}\bar K_{cr'}` is below :math:`10^{-30}` of the row's
+    :math:`p_c\max_r\bar K_{cr}^2` and the matrix changes by less than :math:`10^{-30}\|G\|`
+    entrywise relative to its diagonal, far below float64 rounding (:math:`10^{-16}`); the
+    factorisation itself is exact in exact arithmetic (Cholesky of a banded matrix has no fill-in
+    outside the band), so the banded and dense solves differ by rounding only (relative
+    :math:`10^{-9}` or less in the tests, times the condition number). ``"dense"`` is the
+    :math:`n\times n` Cholesky; ``"auto"`` takes the banded solve when :math:`n \ge 1000` and
+    :math:`u + 1 \le n/2`, else the dense one (so small problems are solved exactly as before).
+    Both refuse singular or numerically singular systems with ``ValueError``.
+    """
+    replacement = check_bool(replacement, "replacement")
+    N, n = check_sizes(grid.n_items, sample_size)
+    names = [canonical_metric(m) for m in ([names] if isinstance(names, str) else names)]
+    ks = list(ks)
+    widths = grid.widths.astype(np.float64)
+    p = widths / N if prior is None else check_probability_vector(prior, "prior", length=grid.n_cells)
+    K = grid_kernel(grid, n, replacement)
+    if method == "bv":
+        if n_users is not None:
+            raise ValueError("n_users is not used by method 'bv'; leave it None")
+        if gamma is None:
+            raise ValueError("gamma (a number in (0, 1]) is required for method 'bv'")
+        g = check_gamma(gamma)
+        if g == 0.0:
+            raise ValueError("gamma = 0 (least squares) is not available on the grid; use gamma > 0")
+    elif method in ("mn", "mn_weighted"):
+        if gamma is not None:
+            raise ValueError(f"gamma is not used by method {method!r}; leave it None")
+        if n_users is None:
+            raise ValueError(f"n_users (the number of users M >= 1) is required for method {method!r}")
+        M = check_int(n_users, "n_users", low=1)
+        g = 1.0 / M
+    else:
+        raise ValueError(f"method must be 'bv', 'mn' or 'mn_weighted' on the grid, got {method!r}")
+    Fbar = np.stack([np.stack([_cell_metric_sums(grid, name, k) for k in ks], axis=1) for name in names],
+                    axis=1) / widths[:, None, None]  # cells x metrics x ks
+    if solver not in ("auto", "dense", "banded"):
+        raise ValueError(f"solver must be 'auto', 'dense' or 'banded', got {solver!r}")
+    with _single_blas_thread():
+        c = K.T @ p
+        rhs = K.T @ (p[:, None] * Fbar.reshape(grid.n_cells, -1))
+        bands = _row_bands(K, block=_BAND_BLOCK) if solver != "dense" else None
+        u = max(hi - lo for _, _, lo, hi in bands) if bands else n
+        banded = solver == "banded" or (solver == "auto" and n >= _BANDED_MIN_N and 2 * (u + 1) <= n)
+
+        def gram(M):  # sum_c p_c K_c K_c^T, less (1/M) sum_c |c| K_c K_c^T for MN (one pass when banded)
+            if banded:
+                return _gram_band_rows(K, p if M is None else p - widths / M, bands, u)
+            G = _block_products(_blocks(K, _row_bands(K, block=256)), n, p)[0]
+            if M is not None:
+                G -= _block_products(_blocks(K, _row_bands(K, block=256)), n, widths)[0] / M
+            return G
+
+        G, what = _system(method, g, M if method == "mn" else None, gram, c,
+                          (K.T @ widths) if method == "mn" else None, banded)
+    return np.ascontiguousarray(_solve_system(G, rhs, c, what, _unidentified, banded)).reshape(n, len(names), len(ks))
+
 
 
 def corrected_metric(metric: str, k, n_items: int, sample_size: int, method: str, prior=None,

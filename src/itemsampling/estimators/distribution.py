@@ -108,8 +108,6 @@ hypergeometric kernel depends on :math:`N_u` itself, and per-user sizes are refu
 from __future__ import annotations
 
 import dataclasses
-import functools
-import numbers
 import time
 import warnings
 from dataclasses import dataclass
@@ -117,14 +115,17 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 from scipy.optimize import nnls
-from scipy.special import gammaln, logsumexp
+from scipy.special import logsumexp
 
 from .._validation import (
     as_float_array, check_bool, check_int, check_kernel, check_memory, check_probability_vector, check_ranks,
-    check_sample_sizes, check_sizes,
+    check_sizes,
 )
-from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
+from .grid import (  # the representation: sampled-rank statistics, kernels, row blocks
+    _block_products, _blocks, _check_positive, _row_bands, _single_blas_thread, cached_kernel,
+    check_sampled_ranks, grid_kernel, kernel_columns, sampled_rank_histogram, sampled_rank_table,
+)
 
 __all__ = [
     "DISTRIBUTION_METHODS",
@@ -208,64 +209,15 @@ class FitResult:
     grid: object = None
 
 
-def _single_blas_thread():
-    """Run the iterative solvers with one BLAS thread: their work is memory-bound matrix-vector
-    products and small factorisations, and multi-threaded OpenBLAS slows them by 10x or more
-    when the cores are shared (measured under load on 2 cores)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with the pinned environment
-        import contextlib
-
-        return contextlib.nullcontext()
-    return threadpool_limits(1, "blas")
 
 
 # ---------------------------------------------------------------------------------------------
 # inputs
 # ---------------------------------------------------------------------------------------------
-def sampled_rank_histogram(sampled_ranks, sample_size: int) -> np.ndarray:
-    r"""Counts :math:`c_r = \#\{u: r_u = r\}`, :math:`r = 1..n` (float64), the sufficient statistic
-    of Jin et al. Eq. 21 (:math:`\tilde P(r) = c_r/M`)."""
-    sample_size = check_int(sample_size, "sample_size", low=2)
-    r = check_ranks(sampled_ranks, "sampled_ranks", high=sample_size)
-    check_memory(16.0 * sample_size, f"a histogram of {sample_size} sampled ranks", "sample_size")
-    return np.bincount(r, minlength=sample_size + 1)[1:].astype(np.float64)
 
 
-def check_sampled_ranks(sampled_ranks, n_items: int, sample_size, name: str = "sampled_ranks",
-                        size_name: str | None = None):
-    r"""The one validation of sampled ranks with their sample size(s) (every estimator entry point
-    calls it): ``(r, n)``, ``r`` the int64 ranks, ``n`` one size :math:`2 \le n \le N` = ``n_items``
-    (an int, also for equal per-user sizes) or one size :math:`n_u` per user
-    (``_validation.check_sample_sizes``), with :math:`1 \le r_u \le n_u` for every user. Errors name
-    ``name`` and ``size_name`` (default ``"sample_size"``); with one size and no ``size_name`` they
-    read as ``check_ranks``'s (``1..n``)."""
-    label = size_name or "sample_size"
-    if np.ndim(sample_size) == 0 and size_name is None:
-        n = check_sample_sizes(sample_size, n_items)
-        return check_ranks(sampled_ranks, name, high=n), n
-    r = check_ranks(sampled_ranks, name)
-    try:
-        n = check_sample_sizes(sample_size, n_items, r.size)
-    except ValueError as err:
-        if label != "sample_size":
-            raise ValueError(str(err).replace("sample_size", label)) from None
-        raise
-    if np.any(r > n):
-        u = int(np.flatnonzero(r > n)[0])
-        raise ValueError(f"{name} must lie in 1..{label} for every user; user {u} has rank {r[u]} with {label} "
-                         f"{n if isinstance(n, int) else int(n[u])}")
-    return r, n
 
 
-def _check_positive(value, name: str, low: float = 0.0, inclusive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise ValueError(f"{name} must be a finite number {'>=' if inclusive else '>'} {low:g}, got {value!r}")
-    v = float(value)
-    if not np.isfinite(v) or (v < low if inclusive else v <= low):
-        raise ValueError(f"{name} must be a finite number {'>=' if inclusive else '>'} {low:g}, got {value!r}")
-    return v
 
 
 def wmle_weights(sample_size: int, weight: str = "ndcg", C: float = 10.0) -> np.ndarray:
@@ -302,14 +254,6 @@ def mes_scale(eta: float, sample_size: int, eta_scaling: str = "tors") -> float:
     raise ValueError(f"eta_scaling must be 'tors', 'aaai' or 'quadratic', got {eta_scaling!r}")
 
 
-@functools.lru_cache(maxsize=4)
-def cached_kernel(n_items: int, sample_size: int, replacement: bool = True) -> np.ndarray:
-    r"""The dense kernel :math:`K_{R,r} = P(r\mid R)` (N x n, float64, computed in log space by
-    :func:`itemsampling.kernel.kernel`), cached and read-only: repeated estimates on the same
-    :math:`(N, n)` pay for it once."""
-    K = np.ascontiguousarray(kernel(n_items, sample_size, replacement))
-    K.flags.writeable = False
-    return K
 
 
 # ---------------------------------------------------------------------------------------------
@@ -569,85 +513,10 @@ def _mle_cnm_impl(counts, K, tol: float = 1e-9, max_iter: int = 1000) -> FitResu
 # ---------------------------------------------------------------------------------------------
 # per-user sample sizes (adaptive sampling, TORS Sec. 6 and Appendix H)
 # ---------------------------------------------------------------------------------------------
-def sampled_rank_table(sampled_ranks, sample_size):
-    r"""The sufficient statistic of sampled ranks with per-user sample sizes: the distinct pairs
-    :math:`(n_u, r_u)` and how many users share each (TORS Eq. 43: a user's likelihood depends on
-    the data only through the pair, so users with equal pairs are grouped).
-
-    ``sample_size`` is one int for every user or one per user (``check_sample_sizes``); each
-    :math:`r_u` must lie in :math:`1..n_u`. Returns ``(sizes, ranks, counts)``, three int64 arrays
-    sorted by size, then rank.
-    """
-    r, n = check_sampled_ranks(sampled_ranks, np.iinfo(np.int64).max, sample_size, size_name="sample_size")
-    sizes = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else n
-    key = sizes * (int(r.max()) + 1) + r
-    uniq, counts = np.unique(key, return_counts=True)
-    return uniq // (int(r.max()) + 1), uniq % (int(r.max()) + 1), counts.astype(np.int64)
 
 
-def _column_log_kernel(n_items: int, sizes: np.ndarray, ranks: np.ndarray, support: np.ndarray,
-                       replacement: bool) -> np.ndarray:
-    """log P(r | R; n) for the given (n, r) columns and global ranks R (rows), binomial or
-    hypergeometric (the formulas of :mod:`itemsampling.kernel`), without the other columns."""
-    N = n_items
-    j = ranks.astype(np.float64) - 1.0  # decoys above the target
-    m = sizes.astype(np.float64) - 1.0  # decoys
-    R = support.astype(np.float64)
-    if replacement:
-        p = (R - 1.0) / (N - 1.0)
-        interior = (p > 0) & (p < 1)
-        # (r-1) log p + (n-r) log(1-p) + log C(n-1, r-1) as one (L x 3) @ (3 x J) product
-        rows = np.column_stack([np.log(np.where(interior, p, 0.5)), np.log1p(-np.where(interior, p, 0.5)),
-                                np.ones_like(p)])
-        cols = np.vstack([j, m - j, gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)])
-        out = rows @ cols
-        if not interior.all():
-            out[p <= 0] = np.where(j == 0, 0.0, -np.inf)
-            out[p >= 1] = np.where(j == m, 0.0, -np.inf)
-        return out
-    pop = N - 1.0
-    good = R - 1.0
-    bad = N - R
-    a = np.subtract.outer(good, j)  # good - j
-    b = np.add.outer(bad, j - m)  # bad - (m - j)
-    valid = (a >= 0) & (b >= 0)
-    out = -gammaln(np.maximum(a, 0.0) + 1.0)
-    out -= gammaln(np.maximum(b, 0.0) + 1.0)
-    out += (gammaln(good + 1.0) + gammaln(bad + 1.0))[:, None]
-    out += (-gammaln(j + 1.0) - gammaln(m - j + 1.0)
-            - (gammaln(pop + 1.0) - gammaln(m + 1.0) - gammaln(pop - m + 1.0)))[None, :]
-    out[~valid] = -np.inf
-    return out
 
 
-def kernel_columns(n_items: int, sample_size, ranks, replacement: bool = True, support=None,
-                   rel: float = 1e-30) -> np.ndarray:
-    r"""Columns :math:`K_{R,(n,r)} = P(r \mid R; n)` of the sampling kernel (:mod:`itemsampling.kernel`)
-    for the given sampled ranks :math:`r` only, over the rows ``support`` (global ranks, default
-    :math:`1..N`): an ``(L, len(ranks))`` array computed in log space. ``sample_size`` is one
-    :math:`n` for every column or one per column (the distinct pairs of :func:`sampled_rank_table`).
-
-    Entries below ``rel`` times their column's largest entry are set to exactly 0: they change
-    :math:`q_r = \sum_R \pi_R K_{R,r}` by less than ``rel`` of the column's scale, and leaving them
-    as subnormal numbers would slow every matrix-vector product of EM many times over. With
-    :math:`n` up to :math:`n_{max}` this keeps adaptive EM from building an :math:`N\times n_{max}`
-    kernel: only the columns of observed pairs are computed.
-    """
-    N = check_int(n_items, "n_items", low=2)
-    r = check_ranks(ranks, "ranks", high=N)
-    if np.ndim(sample_size) == 0:
-        n = np.full(r.size, check_int(sample_size, "sample_size", low=2, high=N), dtype=np.int64)
-    else:
-        n = check_ranks(sample_size, "sample_size", high=N)
-        if n.size != r.size or n.min() < 2:
-            raise ValueError(f"sample_size must be an int in 2..{N} or one such size per rank ({r.size})")
-    if np.any(r > n):
-        raise ValueError("ranks must lie in 1..sample_size")
-    S = np.arange(1, N + 1, dtype=np.int64) if support is None else check_ranks(support, "support", high=N)
-    rel = _check_positive(rel, "rel")
-    logk = _column_log_kernel(N, n, r, S, bool(replacement))
-    logk[logk < logk.max(axis=0, keepdims=True) + np.log(rel)] = -np.inf
-    return np.exp(logk, out=logk)
 
 
 def kernel_blocks(n_items: int, sizes, ranks, counts, replacement: bool = True, support=None):
@@ -829,27 +698,8 @@ def mes_objective(pi, p_tilde, K, a: float) -> float:
     return a * _entropy(np.asarray(pi, dtype=np.float64)) - float(pt @ (q - pt) ** 2)
 
 
-def _row_bands(K, block: int = 512, rel: float = 1e-30):
-    """Row blocks of ``K`` with the band of columns where some row of the block holds at least
-    ``rel`` times its own largest entry (kernel rows are unimodal and concentrated in :math:`r`)."""
-    out = []
-    for start in range(0, K.shape[0], block):
-        B = K[start:start + block]
-        keep = (B >= rel * B.max(axis=1, keepdims=True)).any(axis=0)
-        cols = np.flatnonzero(keep)
-        out.append((start, min(K.shape[0], start + block), int(cols[0]), int(cols[-1]) + 1))
-    return out
 
 
-def _weighted_gram(K, w, bands):
-    r""":math:`K^\top \mathrm{diag}(w) K` from the row blocks of :func:`_row_bands`: cost
-    :math:`O(N\bar b^2)` for mean band :math:`\bar b` instead of :math:`O(Nn^2)`; entries dropped
-    are below :math:`10^{-30}` of their row's maximum."""
-    H = np.zeros((K.shape[1], K.shape[1]))
-    for start, stop, lo, hi in bands:
-        B = K[start:stop, lo:hi]
-        H[lo:hi, lo:hi] += B.T @ (B * w[start:stop, None])
-    return 0.5 * (H + H.T)
 
 
 def _check_mes_inputs(p_tilde, K) -> tuple[np.ndarray, np.ndarray]:
@@ -1002,7 +852,7 @@ def _mes_newton(K, pt, a, tol, max_iter, logw=None, cg_above=None):
         if cg:
             step = _newton_cg_step(Kp, pi, q, reg, grad, gmax)
         else:
-            H = _weighted_gram(Ko, pi, bands) - np.outer(q, q) + np.diag(reg)
+            H = _block_products(_blocks(Ko, bands), Ko.shape[1], pi)[0] - np.outer(q, q) + np.diag(reg)
             try:
                 step = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), grad, check_finite=False)
             except (linalg.LinAlgError, ValueError):
@@ -1216,8 +1066,6 @@ def _fit(r, N: int, n, method: str, replacement: bool, params: dict, grid=None) 
     BV is not a fit)."""
     per_user = not isinstance(n, int)
     opts, kw = _fit_options(method, params, per_user=per_user, grid=grid is not None)
-    if grid is not None:
-        from .grid import grid_kernel
     pi0 = None if grid is None else grid.widths / N
     if per_user:
         sizes, ranks, counts = sampled_rank_table(r, n)

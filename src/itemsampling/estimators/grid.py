@@ -83,34 +83,62 @@ banded one that :func:`grid_corrected_metrics` takes for large :math:`n` (half-b
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expi, gammaln, psi
 
-from .._validation import check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sizes
+from .._validation import (
+    check_bool, check_int, check_memory, check_probability_vector, check_ranks, check_sample_sizes, check_sizes,
+)
 from ..kernel import kernel
 from ..metrics import canonical_metric, metric_function
-from .corrected import _drop_band_rows, _solve_spd_banded, _solve_system, _system, check_gamma  # noqa: F401
-from .distribution import (
-    OPTIONS, FitResult, _fit, _mes_dual_impl, _row_bands, _single_blas_thread, check_sampled_ranks,
-)
 
 __all__ = [
     "RankGrid",
-    "GridFit",
     "rank_grid",
+    "resolve_grid",
+    "AUTO_GRID_BYTES",
+    "sampled_rank_histogram",
+    "sampled_rank_table",
+    "check_sampled_ranks",
     "grid_kernel",
+    "cached_kernel",
+    "kernel_columns",
+    "grid_metric",
     "grid_fit_rank_distribution",
     "grid_mes_dual",
-    "grid_metric",
     "grid_corrected_metrics",
     "grid_estimate_metrics",
-    "resolve_grid",
     "GRID_METHODS",
-    "AUTO_GRID_BYTES",
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# BLAS threads
+# ---------------------------------------------------------------------------------------------
+def _single_blas_thread():
+    """Run the iterative solvers with one BLAS thread: their work is memory-bound matrix-vector
+    products and small factorisations, and multi-threaded OpenBLAS slows them by 10x or more
+    when the cores are shared (measured under load on 2 cores)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl ships with the pinned environment
+        return contextlib.nullcontext()
+    return threadpool_limits(1, "blas")
+
+
+def _blas_threads(n_items: int, sample_size: int):
+    """Single-threaded BLAS (:func:`_single_blas_thread`) for small banded products: they are many
+    small matrix products, for which thread start-up and contention with other processes cost more
+    than the arithmetic (measured 5-10x slower with two threads on a busy 2-core machine at
+    N = 3,706, n = 100). Large problems keep every thread."""
+    if n_items * sample_size * sample_size > 2e8:
+        return contextlib.nullcontext()
+    return _single_blas_thread()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,8 +173,8 @@ class RankGrid:
         return self.n_cells == self.n_items
 
     def key(self) -> tuple:
-        """A hashable key of the partition (used to cache kernels)."""
-        return (self.n_items, self.lo.tobytes())
+        """A hashable key of the partition (used to cache kernels and fits); O(1) for an exact grid."""
+        return (self.n_items, None if self.exact else self.lo.tobytes())
 
     def cell_of(self, global_ranks) -> np.ndarray:
         """Index of the cell holding each global rank."""
@@ -243,6 +271,93 @@ def _check_grid(grid, n_items: int) -> RankGrid:
     return grid
 
 
+#: Dense kernels larger than this (bytes) make :func:`itemsampling.estimators.estimate_metric` switch
+#: to the grid by itself (``grid=None``); ``grid=False`` keeps the dense estimators.
+AUTO_GRID_BYTES = 2 * 2**30
+
+
+def resolve_grid(grid, n_items: int, sample_size, ks=()):
+    r"""The grid an estimator call uses: ``False`` -> ``None`` (dense); ``True`` -> :func:`rank_grid`
+    of :math:`(N, \max n)` with breaks at the cut-offs; a :class:`RankGrid` for ``n_items`` as
+    given; ``None`` -> the default grid when the dense :math:`N\times n` kernel would exceed
+    :data:`AUTO_GRID_BYTES`, else ``None``."""
+    nmax = int(np.max(sample_size))
+    if grid is None:
+        grid = 8.0 * n_items * nmax > AUTO_GRID_BYTES
+    if isinstance(grid, (bool, np.bool_)):
+        if not grid:
+            return None
+        # every grid estimator needs at least the first 1024 one-rank cells x n of the grid kernel:
+        # refuse an impossible n before building the grid (whose cost grows with N / n)
+        check_memory(3 * 8.0 * min(1024, n_items) * nmax, f"the grid kernel (at least {min(1024, n_items)} cells "
+                     f"x n = {nmax})", "sample_size")
+        return rank_grid(n_items, nmax, breaks=[int(k) for k in ks if k is not None and int(k) <= n_items])
+    return _check_grid(grid, n_items)
+
+
+# ---------------------------------------------------------------------------------------------
+# sampled ranks
+# ---------------------------------------------------------------------------------------------
+def _check_positive(value, name: str, low: float = 0.0, inclusive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise ValueError(f"{name} must be a finite number {'>=' if inclusive else '>'} {low:g}, got {value!r}")
+    v = float(value)
+    if not np.isfinite(v) or (v < low if inclusive else v <= low):
+        raise ValueError(f"{name} must be a finite number {'>=' if inclusive else '>'} {low:g}, got {value!r}")
+    return v
+
+
+def sampled_rank_histogram(sampled_ranks, sample_size: int) -> np.ndarray:
+    r"""Counts :math:`c_r = \#\{u: r_u = r\}`, :math:`r = 1..n` (float64), the sufficient statistic
+    of Jin et al. Eq. 21 (:math:`\tilde P(r) = c_r/M`)."""
+    sample_size = check_int(sample_size, "sample_size", low=2)
+    r = check_ranks(sampled_ranks, "sampled_ranks", high=sample_size)
+    check_memory(16.0 * sample_size, f"a histogram of {sample_size} sampled ranks", "sample_size")
+    return np.bincount(r, minlength=sample_size + 1)[1:].astype(np.float64)
+
+
+def check_sampled_ranks(sampled_ranks, n_items: int, sample_size, name: str = "sampled_ranks",
+                        size_name: str | None = None):
+    r"""The one validation of sampled ranks with their sample size(s) (every estimator entry point
+    calls it): ``(r, n)``, ``r`` the int64 ranks, ``n`` one size :math:`2 \le n \le N` = ``n_items``
+    (an int, also for equal per-user sizes) or one size :math:`n_u` per user
+    (``_validation.check_sample_sizes``), with :math:`1 \le r_u \le n_u` for every user. Errors name
+    ``name`` and ``size_name`` (default ``"sample_size"``); with one size and no ``size_name`` they
+    read as ``check_ranks``'s (``1..n``)."""
+    label = size_name or "sample_size"
+    if np.ndim(sample_size) == 0 and size_name is None:
+        n = check_sample_sizes(sample_size, n_items)
+        return check_ranks(sampled_ranks, name, high=n), n
+    r = check_ranks(sampled_ranks, name)
+    try:
+        n = check_sample_sizes(sample_size, n_items, r.size)
+    except ValueError as err:
+        if label != "sample_size":
+            raise ValueError(str(err).replace("sample_size", label)) from None
+        raise
+    if np.any(r > n):
+        u = int(np.flatnonzero(r > n)[0])
+        raise ValueError(f"{name} must lie in 1..{label} for every user; user {u} has rank {r[u]} with {label} "
+                         f"{n if isinstance(n, int) else int(n[u])}")
+    return r, n
+
+
+def sampled_rank_table(sampled_ranks, sample_size):
+    r"""The sufficient statistic of sampled ranks with per-user sample sizes: the distinct pairs
+    :math:`(n_u, r_u)` and how many users share each (TORS Eq. 43: a user's likelihood depends on
+    the data only through the pair, so users with equal pairs are grouped).
+
+    ``sample_size`` is one int for every user or one per user (``check_sample_sizes``); each
+    :math:`r_u` must lie in :math:`1..n_u`. Returns ``(sizes, ranks, counts)``, three int64 arrays
+    sorted by size, then rank.
+    """
+    r, n = check_sampled_ranks(sampled_ranks, np.iinfo(np.int64).max, sample_size, size_name="sample_size")
+    sizes = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else n
+    key = sizes * (int(r.max()) + 1) + r
+    uniq, counts = np.unique(key, return_counts=True)
+    return uniq // (int(r.max()) + 1), uniq % (int(r.max()) + 1), counts.astype(np.int64)
+
+
 # ---------------------------------------------------------------------------------------------
 # the kernel per cell
 # ---------------------------------------------------------------------------------------------
@@ -322,9 +437,14 @@ def _hypergeometric_cell_sums(lo: np.ndarray, hi: np.ndarray, N: int, n: int, c0
     return np.maximum(diff * (N / n), 0.0)
 
 
-@functools.lru_cache(maxsize=4)
-def _grid_kernel_cached(key, n: int, replacement: bool, lo_bytes: bytes) -> np.ndarray:
-    N = key
+@functools.lru_cache(maxsize=6)
+def _grid_kernel_cached(N: int, n: int, replacement: bool, lo_bytes) -> np.ndarray:
+    """The one kernel cache: the grid kernel of the cells starting at ``lo_bytes`` (int64 bytes), or,
+    for ``None`` (one cell per rank), the dense kernel of :func:`itemsampling.kernel.kernel`."""
+    if lo_bytes is None:
+        out = np.ascontiguousarray(kernel(N, n, replacement))
+        out.flags.writeable = False
+        return out
     lo = np.frombuffer(lo_bytes, dtype=np.int64)
     hi = np.append(lo[1:] - 1, N)
     widths = hi - lo + 1
@@ -352,65 +472,195 @@ def _grid_kernel_cached(key, n: int, replacement: bool, lo_bytes: bytes) -> np.n
 
 def grid_kernel(grid: RankGrid, sample_size: int, replacement: bool = True) -> np.ndarray:
     r"""The grid kernel :math:`\bar K_{c,r} = \frac1{|c|}\sum_{R\in c} P(r\mid R)` (cells x n,
-    float64, rows sum to 1; cached and read-only). Width-1 cells are rows of
-    :func:`itemsampling.kernel.kernel`; wider cells are computed as in the module docstring
-    (exact without replacement; with replacement within the stated Euler-Maclaurin bound).
-    Time and memory :math:`O(Cn)`."""
+    float64, rows sum to 1; cached and read-only). On an exact grid (one cell per rank) it is the
+    dense kernel :math:`K_{R,r} = P(r\mid R)` of :func:`itemsampling.kernel.kernel` (Jin et al.
+    Eq. 16-17), the same array as :func:`cached_kernel`; width-1 cells are rows of it; wider cells
+    are computed as in the module docstring (exact without replacement; with replacement within the
+    stated Euler-Maclaurin bound). Time and memory :math:`O(Cn)`."""
     replacement = check_bool(replacement, "replacement")
     if not isinstance(grid, RankGrid):
         raise ValueError(f"grid must be a RankGrid (from rank_grid), got {type(grid).__name__}")
     N, n = check_sizes(grid.n_items, sample_size)
-    check_bool(replacement, "replacement")
     check_memory(3 * 8.0 * grid.lo.size * n, f"the {grid.lo.size} x {n} grid kernel", "sample_size")
-    return _grid_kernel_cached(N, n, bool(replacement), grid.lo.tobytes())
+    return _grid_kernel_cached(N, n, bool(replacement), None if grid.exact else grid.lo.tobytes())
 
 
-# ---------------------------------------------------------------------------------------------
-# fits on the grid (one fit: distribution._fit)
-# ---------------------------------------------------------------------------------------------
-def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: int = 200) -> FitResult:
-    r"""MES (TORS Eq. 35-36) over global ranks with :math:`P` uniform within cells, solved through
-    its Lagrange dual by Newton's method: :func:`itemsampling.estimators.distribution.mes_dual` with
-    the cell widths as multiplicities,
-
-    .. math:: \min_\mu\ \log\sum_c |c|\,e^{(\bar K_O\mu)_c} - \mu^\top\tilde P_O
-              + \frac a4\sum_{r\in O}\frac{\mu_r^2}{\tilde P(r)},
-
-    (one implementation, :func:`.distribution._mes_dual_impl`, which this equals when every width
-    is 1; beyond 2,000 observed sampled ranks the Newton system is solved by conjugate gradients).
-    Returns the cell masses as ``distribution``; ``objective`` is :math:`aH - E` with :math:`H`
-    over ranks."""
-    with _single_blas_thread():
-        return _mes_dual_impl(p_tilde, K, a, tol, max_iter, widths=widths)
+def cached_kernel(n_items: int, sample_size: int, replacement: bool = True) -> np.ndarray:
+    r"""The dense kernel :math:`K_{R,r} = P(r\mid R)` (N x n, float64, computed in log space by
+    :func:`itemsampling.kernel.kernel`), cached and read-only: repeated estimates on the same
+    :math:`(N, n)` pay for it once. It is :func:`grid_kernel` on the exact grid (one cache for both)."""
+    return _grid_kernel_cached(int(n_items), int(sample_size), bool(replacement), None)
 
 
-#: a fit on the grid is a :class:`~itemsampling.estimators.distribution.FitResult` whose ``grid`` is
-#: set and whose ``distribution`` holds the cell masses (the name is kept for existing code)
-GridFit = FitResult
-
-#: the rank-distribution fits on the grid (options: :data:`.distribution.OPTIONS`, MES without ``solver``)
-GRID_DISTRIBUTION_METHODS = tuple(m for m in OPTIONS if m != "bv")
+cached_kernel.cache_clear = _grid_kernel_cached.cache_clear  # type: ignore[attr-defined]
 
 
-def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str, grid=None,
-                               replacement: bool = True, **params) -> FitResult:
-    r"""Learn the global rank distribution on a grid of cells (see the module docstring).
+def _column_log_kernel(n_items: int, sizes: np.ndarray, ranks: np.ndarray, support: np.ndarray,
+                       replacement: bool) -> np.ndarray:
+    """log P(r | R; n) for the given (n, r) columns and global ranks R (rows), binomial or
+    hypergeometric (the formulas of :mod:`itemsampling.kernel`), without the other columns."""
+    N = n_items
+    j = ranks.astype(np.float64) - 1.0  # decoys above the target
+    m = sizes.astype(np.float64) - 1.0  # decoys
+    R = support.astype(np.float64)
+    if replacement:
+        p = (R - 1.0) / (N - 1.0)
+        interior = (p > 0) & (p < 1)
+        # (r-1) log p + (n-r) log(1-p) + log C(n-1, r-1) as one (L x 3) @ (3 x J) product
+        rows = np.column_stack([np.log(np.where(interior, p, 0.5)), np.log1p(-np.where(interior, p, 0.5)),
+                                np.ones_like(p)])
+        cols = np.vstack([j, m - j, gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)])
+        out = rows @ cols
+        if not interior.all():
+            out[p <= 0] = np.where(j == 0, 0.0, -np.inf)
+            out[p >= 1] = np.where(j == m, 0.0, -np.inf)
+        return out
+    pop = N - 1.0
+    good = R - 1.0
+    bad = N - R
+    a = np.subtract.outer(good, j)  # good - j
+    b = np.add.outer(bad, j - m)  # bad - (m - j)
+    valid = (a >= 0) & (b >= 0)
+    out = -gammaln(np.maximum(a, 0.0) + 1.0)
+    out -= gammaln(np.maximum(b, 0.0) + 1.0)
+    out += (gammaln(good + 1.0) + gammaln(bad + 1.0))[:, None]
+    out += (-gammaln(j + 1.0) - gammaln(m - j + 1.0)
+            - (gammaln(pop + 1.0) - gammaln(m + 1.0) - gammaln(pop - m + 1.0)))[None, :]
+    out[~valid] = -np.inf
+    return out
 
-    Parameters as :func:`itemsampling.estimators.distribution.fit_rank_distribution` for
-    ``method`` in ``("mle", "wmle", "mes")`` (MES is solved by :func:`grid_mes_dual`; per-user
-    sample sizes, one :math:`n_u` per rank, with ``"mle"`` only: one block of grid-kernel columns
-    per distinct size, TORS Appendix H, on the grid of the largest size), plus
-    ``grid``: a :class:`RankGrid` for ``n_items`` (default :func:`rank_grid` of ``(N, n)``).
-    Returns a :class:`~itemsampling.estimators.distribution.FitResult` whose ``distribution`` holds
-    the cell masses and whose ``grid`` is the grid. Memory and time per pass are :math:`O(Cn)`,
-    independent of :math:`N`; with an exact grid the result equals the dense estimator's. The fit
-    itself is the one of :func:`.distribution.fit_rank_distribution` (:func:`.distribution._fit`).
+
+def kernel_columns(n_items: int, sample_size, ranks, replacement: bool = True, support=None,
+                   rel: float = 1e-30) -> np.ndarray:
+    r"""Columns :math:`K_{R,(n,r)} = P(r \mid R; n)` of the sampling kernel (:mod:`itemsampling.kernel`)
+    for the given sampled ranks :math:`r` only, over the rows ``support`` (global ranks, default
+    :math:`1..N`): an ``(L, len(ranks))`` array computed in log space. ``sample_size`` is one
+    :math:`n` for every column or one per column (the distinct pairs of :func:`sampled_rank_table`).
+
+    Entries below ``rel`` times their column's largest entry are set to exactly 0: they change
+    :math:`q_r = \sum_R \pi_R K_{R,r}` by less than ``rel`` of the column's scale, and leaving them
+    as subnormal numbers would slow every matrix-vector product of EM many times over. With
+    :math:`n` up to :math:`n_{max}` this keeps adaptive EM from building an :math:`N\times n_{max}`
+    kernel: only the columns of observed pairs are computed.
     """
-    replacement = check_bool(replacement, "replacement")
     N = check_int(n_items, "n_items", low=2)
-    r, n = check_sampled_ranks(sampled_ranks, N, sample_size)
-    grid = rank_grid(N, int(np.max(n))) if grid is None else _check_grid(grid, N)
-    return _fit(r, N, n, method, replacement, params, grid)
+    r = check_ranks(ranks, "ranks", high=N)
+    if np.ndim(sample_size) == 0:
+        n = np.full(r.size, check_int(sample_size, "sample_size", low=2, high=N), dtype=np.int64)
+    else:
+        n = check_ranks(sample_size, "sample_size", high=N)
+        if n.size != r.size or n.min() < 2:
+            raise ValueError(f"sample_size must be an int in 2..{N} or one such size per rank ({r.size})")
+    if np.any(r > n):
+        raise ValueError("ranks must lie in 1..sample_size")
+    S = np.arange(1, N + 1, dtype=np.int64) if support is None else check_ranks(support, "support", high=N)
+    rel = _check_positive(rel, "rel")
+    logk = _column_log_kernel(N, n, r, S, bool(replacement))
+    logk[logk < logk.max(axis=0, keepdims=True) + np.log(rel)] = -np.inf
+    return np.exp(logk, out=logk)
+
+
+# ---------------------------------------------------------------------------------------------
+# row blocks of the kernel and their products
+# ---------------------------------------------------------------------------------------------
+_BLOCK_ROWS = 256
+_BAND_TOL = 1e-30
+
+
+@functools.lru_cache(maxsize=2)
+def _banded_kernel(n_items: int, sample_size: int, replacement: bool):
+    r"""The kernel :math:`P(r \mid R)` stored as row blocks of consecutive global ranks, each
+    restricted to the band of sampled ranks where some row of the block holds at least
+    ``1e-30`` times its own largest entry.
+
+    Every kernel row is unimodal in :math:`r` and concentrated within a few standard deviations
+    of :math:`1 + (n-1)\theta_R`, so a block of 256 consecutive ranks needs only a band of columns.
+    Dropping entries below ``1e-30`` of their row's maximum changes no float64 sum
+    :math:`\sum_R w_R P(r\mid R)P(s\mid R)` beyond its last digit, and cuts the cost of
+    :math:`K^\top W K` from :math:`O(Nn^2)` to :math:`O(N\,\bar b^2)` (mean band :math:`\bar b`),
+    and the memory to :math:`N\bar b` floats. Returns a tuple of ``(start, stop, lo, hi, block)``
+    with ``block = K[start:stop, lo:hi]`` (0-based rows and columns).
+    """
+    out = []
+    for start in range(0, n_items, _BLOCK_ROWS):
+        stop = min(n_items, start + _BLOCK_ROWS)
+        K = kernel(n_items, sample_size, replacement, np.arange(start + 1, stop + 1))
+        keep = K >= _BAND_TOL * K.max(axis=1, keepdims=True)
+        cols = np.flatnonzero(keep.any(axis=0))
+        lo, hi = int(cols[0]), int(cols[-1]) + 1
+        block = np.ascontiguousarray(K[:, lo:hi])
+        block[~keep[:, lo:hi]] = 0.0
+        block.flags.writeable = False
+        out.append((start, stop, lo, hi, block))
+    return tuple(out)
+
+
+def _row_bands(K, block: int = 512, rel: float = 1e-30):
+    """Row blocks of ``K`` with the band of columns where some row of the block holds at least
+    ``rel`` times its own largest entry (kernel rows are unimodal and concentrated in :math:`r`)."""
+    out = []
+    for start in range(0, K.shape[0], block):
+        B = K[start:start + block]
+        keep = (B >= rel * B.max(axis=1, keepdims=True)).any(axis=0)
+        cols = np.flatnonzero(keep)
+        out.append((start, min(K.shape[0], start + block), int(cols[0]), int(cols[-1]) + 1))
+    return out
+
+
+def _blocks(K, bands):
+    """The row blocks ``(start, stop, lo, hi, K[start:stop, lo:hi])`` of a kernel held whole, for the
+    bands of :func:`_row_bands` (views, no copy)."""
+    return [(start, stop, lo, hi, K[start:stop, lo:hi]) for start, stop, lo, hi in bands]
+
+
+def _block_products(blocks, n: int, weights, F=None):
+    r"""The one routine for the kernel products of the estimators: :math:`K^\top W K` (n x n,
+    symmetrised), :math:`K^\top W F` (or ``None``) and :math:`K^\top w` for ``W = diag(weights)``,
+    summed over row blocks ``(start, stop, lo, hi, B)`` restricted to their band of sampled ranks
+    (:func:`_banded_kernel` for the dense kernel, :func:`_blocks` of a kernel held whole), skipping
+    blocks of zero weight and rows of ``F`` that are zero (top-K metrics: rows :math:`R \le K` only).
+    Cost :math:`O(N\bar b^2)` for mean band :math:`\bar b` instead of :math:`O(Nn^2)`. Used for the
+    BV / MN matrices (:mod:`.corrected`) on ranks and on cells, and for the MES Hessian
+    (:mod:`.distribution`)."""
+    gram = np.zeros((n, n))
+    rhs = None if F is None else np.zeros((n, F.shape[1]))
+    nonzero_F = None if F is None else np.any(F != 0, axis=1)
+    c = np.zeros(n)
+    for start, stop, lo, hi, B in blocks:
+        w = weights[start:stop]
+        if not np.any(w):
+            continue
+        Bw = B * w[:, None]
+        gram[lo:hi, lo:hi] += B.T @ Bw
+        c[lo:hi] += Bw.sum(axis=0)
+        if rhs is not None and np.any(nonzero_F[start:stop]):
+            rhs[lo:hi] += Bw.T @ F[start:stop]
+    return 0.5 * (gram + gram.T), rhs, c
+
+
+_BAND_BLOCK = 16
+#: The banded solve is used (``solver="auto"``) for n >= this and a band at most half of n.
+_BANDED_MIN_N = 1000
+
+
+def _gram_band_rows(K, weights, bands, u: int) -> np.ndarray:
+    r"""The upper band of :math:`\sum_c \mathrm{weights}_c \bar K_c\bar K_c^\top` as an
+    ``(n, u + 1)`` array ``S[i, d] = G[i, i + d]`` (rows of ``S`` beyond ``n - i`` are padding;
+    ``S.T`` is LAPACK's lower band storage). Each row block's product ``B^T W B`` (columns
+    ``lo:hi``, ``hi - lo <= u + 1``) is added through a strided view of ``S`` in which element
+    ``(a, b)`` is ``S[lo + a, b - a]``; only the upper triangle is added (the lower one as zeros)."""
+    n = K.shape[1]
+    S = np.zeros((n, u + 1))
+    flat = S.reshape(-1)
+    for start, stop, lo, hi in bands:
+        wb = weights[start:stop]
+        if not np.any(wb):
+            continue
+        B = K[start:stop, lo:hi]
+        m = hi - lo
+        view = np.lib.stride_tricks.as_strided(flat[lo * (u + 1):], shape=(m, m), strides=(u * 8, 8))
+        view += np.triu(B.T @ (B * wb[:, None]))
+    return S
 
 
 # ---------------------------------------------------------------------------------------------
@@ -486,155 +736,64 @@ def grid_metric(masses, grid: RankGrid, metric: str, k):
 
 
 # ---------------------------------------------------------------------------------------------
-# BV and MN on the grid
+# the estimators on the grid: each has one implementation, in distribution, corrected or __init__
 # ---------------------------------------------------------------------------------------------
-#: Row blocks of the grid kernel for the banded path: smaller blocks give a tighter band.
-_BAND_BLOCK = 16
-#: The banded solve is used (``solver="auto"``) for n >= this and a band at most half of n.
-_BANDED_MIN_N = 1000
+def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: int = 200):
+    r"""MES (TORS Eq. 35-36) over global ranks with :math:`P` uniform within cells, solved through
+    its Lagrange dual by Newton's method: :func:`itemsampling.estimators.distribution.mes_dual` with
+    the cell widths as multiplicities,
+
+    .. math:: \min_\mu\ \log\sum_c |c|\,e^{(\bar K_O\mu)_c} - \mu^\top\tilde P_O
+              + \frac a4\sum_{r\in O}\frac{\mu_r^2}{\tilde P(r)},
+
+    (one implementation, :func:`.distribution._mes_dual_impl`, which this equals when every width
+    is 1; beyond 2,000 observed sampled ranks the Newton system is solved by conjugate gradients).
+    Returns a :class:`~itemsampling.estimators.distribution.FitResult` with the cell masses as
+    ``distribution``; ``objective`` is :math:`aH - E` with :math:`H` over ranks."""
+    from .distribution import _mes_dual_impl
+
+    with _single_blas_thread():
+        return _mes_dual_impl(p_tilde, K, a, tol, max_iter, widths=widths)
 
 
-def _banded_gram(K, weights):
-    r""":math:`\sum_c \mathrm{weights}_c \bar K_c\bar K_c^\top` over row blocks restricted to their
-    column band (entries below 1e-30 of a row's maximum dropped), skipping zero weights."""
-    n = K.shape[1]
-    G = np.zeros((n, n))
-    for start, stop, lo, hi in _row_bands(K, block=256):
-        wb = weights[start:stop]
-        if not np.any(wb):
-            continue
-        B = K[start:stop, lo:hi]
-        G[lo:hi, lo:hi] += B.T @ (B * wb[:, None])
-    return 0.5 * (G + G.T)
+def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str, grid=None,
+                               replacement: bool = True, **params):
+    r"""Learn the global rank distribution on a grid of cells (see the module docstring).
 
+    Parameters as :func:`itemsampling.estimators.distribution.fit_rank_distribution` for
+    ``method`` in ``("mle", "wmle", "mes")`` (MES is solved by :func:`grid_mes_dual`; per-user
+    sample sizes, one :math:`n_u` per rank, with ``"mle"`` only: one block of grid-kernel columns
+    per distinct size, TORS Appendix H, on the grid of the largest size), plus
+    ``grid``: a :class:`RankGrid` for ``n_items`` (default :func:`rank_grid` of ``(N, n)``).
+    Returns a :class:`~itemsampling.estimators.distribution.FitResult` whose ``distribution`` holds
+    the cell masses and whose ``grid`` is the grid. Memory and time per pass are :math:`O(Cn)`,
+    independent of :math:`N`; with an exact grid the result equals the dense estimator's. The fit
+    itself is the one of :func:`.distribution.fit_rank_distribution` (:func:`.distribution._fit`).
+    """
+    from .distribution import _fit
 
-def _gram_band_rows(K, weights, bands, u: int) -> np.ndarray:
-    r"""The upper band of :math:`\sum_c \mathrm{weights}_c \bar K_c\bar K_c^\top` as an
-    ``(n, u + 1)`` array ``S[i, d] = G[i, i + d]`` (rows of ``S`` beyond ``n - i`` are padding;
-    ``S.T`` is LAPACK's lower band storage). Each row block's product ``B^T W B`` (columns
-    ``lo:hi``, ``hi - lo <= u + 1``) is added through a strided view of ``S`` in which element
-    ``(a, b)`` is ``S[lo + a, b - a]``; only the upper triangle is added (the lower one as zeros)."""
-    n = K.shape[1]
-    S = np.zeros((n, u + 1))
-    flat = S.reshape(-1)
-    for start, stop, lo, hi in bands:
-        wb = weights[start:stop]
-        if not np.any(wb):
-            continue
-        B = K[start:stop, lo:hi]
-        m = hi - lo
-        view = np.lib.stride_tricks.as_strided(flat[lo * (u + 1):], shape=(m, m), strides=(u * 8, 8))
-        view += np.triu(B.T @ (B * wb[:, None]))
-    return S
+    replacement = check_bool(replacement, "replacement")
+    N = check_int(n_items, "n_items", low=2)
+    r, n = check_sampled_ranks(sampled_ranks, N, sample_size)
+    grid = rank_grid(N, int(np.max(n))) if grid is None else _check_grid(grid, N)
+    return _fit(r, N, n, method, replacement, params, grid)
 
 
 def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method: str, prior=None,
                            n_users: int | None = None, gamma: float | None = None,
-                           replacement: bool = True, solver: str = "auto", _unidentified: str = "zero") -> np.ndarray:
-    r"""BV, MN and MNW corrected metric vectors on the grid, shape ``(n, len(metrics), len(ks))``.
+                           replacement: bool = True, solver: str = "auto") -> np.ndarray:
+    r"""BV, MN and MNW corrected metric vectors on the grid, shape ``(n, len(metrics), len(ks))``:
+    ``prior`` holds cell masses (uniform over ranks, :math:`p_c = |c|/N`, by default); ``solver``
+    ``"auto"``, ``"dense"`` or ``"banded"``. The systems (Krichene & Rendle Eq. 25, TORS Eq. 42) and
+    the banded solver are those of :mod:`.corrected` (:func:`.corrected._corrected_on_grid`, where
+    they are derived)."""
+    from .corrected import _corrected_on_grid
 
-    ``prior`` holds cell masses (uniform over ranks, :math:`p_c = |c|/N`, by default). Systems as in
-    :mod:`.corrected`: BV :math:`((1-\gamma)\sum_c p_c\bar K_c\bar K_c^\top + \gamma\,\mathrm{diag}(c))x
-    = \sum_c p_c \bar F_c\bar K_c` (Krichene & Rendle Eq. 25; ``gamma`` in (0, 1]), MN (TORS Eq. 42)
-    :math:`(\sum_c p_c\bar K_c\bar K_c^\top - \frac1M\sum_c |c|\bar K_c\bar K_c^\top + \frac1M\Lambda_1)x
-    = \sum_c p_c\bar F_c\bar K_c`, MNW = BV with :math:`\gamma = 1/M`; :math:`\bar F_c` is the cell
-    mean of :math:`F`.
-
-    Solvers (``solver``): both matrices are banded. Kernel row :math:`c` is non-negligible (at least
-    :math:`10^{-30}` of its maximum, the threshold of every product here) only on sampled ranks
-    within about 12 standard deviations :math:`\sqrt{(n-1)\theta_c(1-\theta_c)}` of
-    :math:`1 + (n-1)\theta_c`, so :math:`G_{rr'} = 0` (as computed) unless :math:`|r - r'| \le u`,
-    the largest column band of a block of 16 cells (:math:`u \approx 1{,}270` at
-    :math:`N = 10^6, n = 10^4`; 480 at :math:`N = 10^7, n = 1000`). ``"banded"`` forms only that
-    band, block by block, and solves it by banded Cholesky: time :math:`O(C\bar b^2 + nu^2)` and
-    memory :math:`O(nu)` instead of :math:`O(C\bar b^2 + n^3)` and :math:`O(n^2)`. Truncation
-    error: every dropped kernel entry is below :math:`10^{-30}` of its row's maximum, so each dropped
-    product :math:`p_c\bar K_{cr}\bar K_{cr'}` is below :math:`10^{-30}` of the row's
-    :math:`p_c\max_r\bar K_{cr}^2` and the matrix changes by less than :math:`10^{-30}\|G\|`
-    entrywise relative to its diagonal, far below float64 rounding (:math:`10^{-16}`); the
-    factorisation itself is exact in exact arithmetic (Cholesky of a banded matrix has no fill-in
-    outside the band), so the banded and dense solves differ by rounding only (relative
-    :math:`10^{-9}` or less in the tests, times the condition number). ``"dense"`` is the
-    :math:`n\times n` Cholesky; ``"auto"`` takes the banded solve when :math:`n \ge 1000` and
-    :math:`u + 1 \le n/2`, else the dense one (so small problems are solved exactly as before).
-    Both refuse singular or numerically singular systems with ``ValueError``.
-    """
-    replacement = check_bool(replacement, "replacement")
-    N, n = check_sizes(grid.n_items, sample_size)
-    names = [canonical_metric(m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
-    ks = list(ks)
-    widths = grid.widths.astype(np.float64)
-    p = widths / N if prior is None else check_probability_vector(prior, "prior", length=grid.n_cells)
-    K = grid_kernel(grid, n, replacement)
-    if method == "bv":
-        if n_users is not None:
-            raise ValueError("n_users is not used by method 'bv'; leave it None")
-        if gamma is None:
-            raise ValueError("gamma (a number in (0, 1]) is required for method 'bv'")
-        g = check_gamma(gamma)
-        if g == 0.0:
-            raise ValueError("gamma = 0 (least squares) is not available on the grid; use gamma > 0")
-    elif method in ("mn", "mn_weighted"):
-        if gamma is not None:
-            raise ValueError(f"gamma is not used by method {method!r}; leave it None")
-        if n_users is None:
-            raise ValueError(f"n_users (the number of users M >= 1) is required for method {method!r}")
-        M = check_int(n_users, "n_users", low=1)
-        g = 1.0 / M
-    else:
-        raise ValueError(f"method must be 'bv', 'mn' or 'mn_weighted' on the grid, got {method!r}")
-    Fbar = np.stack([np.stack([_cell_metric_sums(grid, name, k) for k in ks], axis=1) for name in names],
-                    axis=1) / widths[:, None, None]  # cells x metrics x ks
-    if solver not in ("auto", "dense", "banded"):
-        raise ValueError(f"solver must be 'auto', 'dense' or 'banded', got {solver!r}")
-    with _single_blas_thread():
-        c = K.T @ p
-        rhs = K.T @ (p[:, None] * Fbar.reshape(grid.n_cells, -1))
-        bands = _row_bands(K, block=_BAND_BLOCK) if solver != "dense" else None
-        u = max(hi - lo for _, _, lo, hi in bands) if bands else n
-        banded = solver == "banded" or (solver == "auto" and n >= _BANDED_MIN_N and 2 * (u + 1) <= n)
-
-        def gram(M):  # sum_c p_c K_c K_c^T, less (1/M) sum_c |c| K_c K_c^T for MN (one pass when banded)
-            if banded:
-                return _gram_band_rows(K, p if M is None else p - widths / M, bands, u)
-            G = _banded_gram(K, p)
-            if M is not None:
-                G -= _banded_gram(K, widths) / M
-            return G
-
-        G, what = _system(method, g, M if method == "mn" else None, gram, c,
-                          (K.T @ widths) if method == "mn" else None, banded)
-    return np.ascontiguousarray(_solve_system(G, rhs, c, what, _unidentified, banded)).reshape(n, len(names), len(ks))
+    return _corrected_on_grid(metrics, ks, grid, sample_size, method, prior, n_users, gamma, replacement, solver)
 
 
-# ---------------------------------------------------------------------------------------------
-# one call for everything
-# ---------------------------------------------------------------------------------------------
 GRID_METHODS = ("mle", "wmle", "mes", "bv", "mn", "mn_weighted", "bv_mle", "bv_mes", "mn_mle", "mn_mes",
                 "mnw_mle", "mnw_mes")
-
-#: Dense kernels larger than this (bytes) make :func:`itemsampling.estimators.estimate_metric` switch
-#: to the grid by itself (``grid=None``); ``grid=False`` keeps the dense estimators.
-AUTO_GRID_BYTES = 2 * 2**30
-
-
-def resolve_grid(grid, n_items: int, sample_size, ks=()):
-    r"""The grid an estimator call uses: ``False`` -> ``None`` (dense); ``True`` -> :func:`rank_grid`
-    of :math:`(N, \max n)` with breaks at the cut-offs; a :class:`RankGrid` for ``n_items`` as
-    given; ``None`` -> the default grid when the dense :math:`N\times n` kernel would exceed
-    :data:`AUTO_GRID_BYTES`, else ``None``."""
-    nmax = int(np.max(sample_size))
-    if grid is None:
-        grid = 8.0 * n_items * nmax > AUTO_GRID_BYTES
-    if isinstance(grid, (bool, np.bool_)):
-        if not grid:
-            return None
-        # every grid estimator needs at least the first 1024 one-rank cells x n of the grid kernel:
-        # refuse an impossible n before building the grid (whose cost grows with N / n)
-        check_memory(3 * 8.0 * min(1024, n_items) * nmax, f"the grid kernel (at least {min(1024, n_items)} cells "
-                     f"x n = {nmax})", "sample_size")
-        return rank_grid(n_items, nmax, breaks=[int(k) for k in ks if k is not None and int(k) <= n_items])
-    return _check_grid(grid, n_items)
 
 
 def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics, k, methods, grid=None,
@@ -670,18 +829,21 @@ def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics
     for kk in ks:
         if kk is not None:
             check_int(kk, "k", low=1, high=N)
-    unknown = set(params) - set(GRID_DISTRIBUTION_METHODS)
+    from . import _estimate
+    from .distribution import OPTIONS
+
+    fits = tuple(m for m in OPTIONS if m != "bv")  # the rank-distribution fits on the grid
+    unknown = set(params) - set(fits)
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)}; options of a rank-distribution method go "
-                         f"as a dict named after it, one of {GRID_DISTRIBUTION_METHODS}")
+                         f"as a dict named after it, one of {fits}")
     grid = resolve_grid(True if grid is None else grid, N, n, ks)
-    from . import _estimate
 
     cache: dict = {}
     out: dict = {}
     for meth in methods:
         base = meth.split("_")[-1]
-        opts = params.get(base) or {} if base in GRID_DISTRIBUTION_METHODS else {}
+        opts = params.get(base) or {} if base in fits else {}
         if not isinstance(opts, dict):
             raise ValueError(f"{base} options must be a dict, got {opts!r}")
         own = {"grid": grid, "replacement": replacement, **opts}
@@ -690,3 +852,13 @@ def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics
         est = _estimate(r, N, n, names, ks, meth, own, cache)
         out[meth] = {m: (est[i] if seq else float(est[i, 0])) for i, m in enumerate(names)}
     return out
+
+
+def __getattr__(name):
+    """``GridFit``: a fit on the grid is a :class:`~itemsampling.estimators.distribution.FitResult`
+    with its ``grid`` set (the old name still resolves)."""
+    if name == "GridFit":
+        from .distribution import FitResult
+
+        return FitResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
