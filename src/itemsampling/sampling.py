@@ -99,11 +99,14 @@ def sampled_metric_moments(global_ranks, n_items: int, sample_size: int, metric:
     F = metric_function(metric, k, sample_size)
     values = F(np.arange(1, sample_size + 1))
     uniq, inverse, P = _unique_rows(R, n_items, sample_size, replacement)
+    # a mean of the values lies within their range: clip the rounding of the sums (a row of P summing to
+    # 1 + eps put Recall at 1.0000000000000002)
     mean_u = P @ values
     var_u = np.maximum(P @ values**2 - mean_u**2, 0.0)
+    mean_u = np.clip(mean_u, values.min(), values.max())
     counts = np.bincount(inverse, minlength=uniq.size)
     M = R.size
-    mean = float(np.dot(counts, mean_u) / M)
+    mean = float(np.clip(np.dot(counts, mean_u) / M, values.min(), values.max()))
     var = float(np.dot(counts, var_u) / M**2)
     return mean, float(np.sqrt(var))
 

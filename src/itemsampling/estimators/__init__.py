@@ -26,6 +26,7 @@ from .._validation import ResolutionWarning, check_bool, check_int, check_probab
 from .bootstrap import MetricEstimate, ModelComparison, bootstrap_metric, bootstrap_metrics, compare_estimates
 from ..metrics import canonical_metric, metric_function
 from .distribution import OPTIONS as _FIT_OPTIONS, PER_USER_SIZE_METHODS as _FIT_PER_USER, check_sampled_ranks
+from .corrected import __all__ as _corrected_all
 from .corrected import (
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
     corrected_moments, expected_corrected_given_rank, mse_decomposition, rank_estimate,
@@ -35,13 +36,7 @@ __all__ = [
     "METHODS",
     "PER_USER_SIZE_METHODS",
     "POOL_METHODS",
-    "corrected_metric",
-    "corrected_metrics",
-    "corrected_estimate",
-    "corrected_moments",
-    "expected_corrected_given_rank",
-    "mse_decomposition",
-    "rank_estimate",
+    *(name for name in _corrected_all if name not in ("CORRECTION_METHODS", "check_gamma")),
     "estimate_metric",
     "estimate_metrics",
     "estimate_rank_distribution",
@@ -339,6 +334,17 @@ def _route(meth: str, params: dict) -> dict:
     return p
 
 
+def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target, params):
+    """The ``ci`` branch of :func:`estimate_metric` (``single``) and :func:`estimate_metrics`: the
+    user bootstrap (``target="population"``) or the parametric bootstrap given the test users."""
+    if target == "test-users":
+        from .conditional import conditional_metric as one, conditional_metrics as several
+    else:
+        from .bootstrap import bootstrap_metric as one, bootstrap_metrics as several
+    return (one if single else several)(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci,
+                                        n_boot=n_boot, rng=rng, **params)
+
+
 def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=None, n_boot=200, rng=None,
                     target="population", **params):
     r"""Estimate the global metric :math:`T = \frac1M\sum_u F(R_u)` from sampled ranks.
@@ -419,16 +425,8 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
 
     check_target(target)
     _warn_resolution(n_items, sample_size, k, method)
-    if ci is not None and target == "test-users":
-        from .conditional import conditional_metric
-
-        return conditional_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=ci, n_boot=n_boot,
-                                  rng=rng, **params)
     if ci is not None:
-        from .bootstrap import bootstrap_metric
-
-        return bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=ci, n_boot=n_boot,
-                                rng=rng, **params)
+        return _interval(True, sampled_ranks, n_items, sample_size, metric, k, method, ci, n_boot, rng, target, params)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params, method)
@@ -505,16 +503,9 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
     _check_nonempty(metrics, "metrics", "metric")
     _check_nonempty(methods, "methods", f"method of {METHODS}")
     _warn_resolution(n_items, sample_size, k, methods)
-    if ci is not None and target == "test-users":
-        from .conditional import conditional_metrics
-
-        return conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci, n_boot=n_boot,
-                                   rng=rng, **params)
     if ci is not None:
-        from .bootstrap import bootstrap_metrics
-
-        return bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci, n_boot=n_boot,
-                                 rng=rng, **params)
+        return _interval(False, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target,
+                         params)
     methods = [methods] if isinstance(methods, str) else list(methods)
     r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params,
                               "sampled" if set(methods) == {"sampled"} else None)

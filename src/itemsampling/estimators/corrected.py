@@ -270,6 +270,12 @@ class _PoolTargets(_Targets):
 # ---------------------------------------------------------------------------------------------
 # solvers
 # ---------------------------------------------------------------------------------------------
+def _zero_probability(what: str, r: int) -> ValueError:
+    return ValueError(f"the {what} system is singular: sampled rank r = {r} has zero probability under the "
+                      "prior (c_r = 0), so its corrected value is not determined; use a prior that gives every "
+                      "sampled rank positive probability")
+
+
 def _check_system(G, diag, rhs, what: str) -> None:
     """Refuse a system ``G x = rhs`` (dense, or banded storage) with non-finite entries or a
     non-positive diagonal entry, i.e. a sampled rank with zero probability under the prior."""
@@ -277,10 +283,7 @@ def _check_system(G, diag, rhs, what: str) -> None:
         raise ValueError(f"the {what} system has non-finite entries")
     if np.any(diag <= 0.0):
         bad = int(np.flatnonzero(diag <= 0.0)[0]) + 1
-        raise ValueError(
-            f"the {what} system is singular: sampled rank r = {bad} has zero probability under the "
-            "prior (c_r = 0), so its corrected value is not determined; use a prior that gives every "
-            "sampled rank positive probability")
+        raise _zero_probability(what, bad)
 
 
 def _solve_spd(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
@@ -364,6 +367,24 @@ def _drop_band_rows(S: np.ndarray, idx: np.ndarray) -> None:
     S[idx, 0] = 1.0
 
 
+def _bv_mn_args(method: str, gamma, n_users):
+    r"""``(kind, gamma, M)`` of BV / MN / MNW: ``"mn_weighted"`` is BV with :math:`\gamma = 1/M`
+    (its exact weighting of TORS Eq. 38), ``"mn"`` takes ``n_users`` :math:`M \ge 1` (``gamma``
+    ``None``), ``"bv"`` takes ``gamma`` in [0, 1] (``M`` ``None``); misplaced arguments are refused."""
+    if method in ("mn", "mn_weighted"):
+        if n_users is None:
+            raise ValueError(f"n_users (the number of users M >= 1) is required for method {method!r}")
+        M = check_int(n_users, "n_users", low=1)
+        if gamma is not None:
+            raise ValueError(f"gamma is not used by method {method!r}; leave it None")
+        return ("bv", 1.0 / M, M) if method == "mn_weighted" else ("mn", None, M)
+    if n_users is not None:
+        raise ValueError("n_users is not used by method 'bv'; leave it None")
+    if gamma is None:
+        raise ValueError("gamma (a number in [0, 1]) is required for method 'bv'")
+    return "bv", check_gamma(gamma), None
+
+
 def _system(kind: str, g: float, M, gram, c, colsum, banded: bool = False):
     r"""The one assembly of the BV, MNW and MN normal equations from the kernel products, for the
     dense kernel (:func:`_corrected`) and for the grid (:func:`.grid.grid_corrected_metrics`) alike.
@@ -433,10 +454,7 @@ def _bv_lstsq(n_items, sample_size, replacement, prior, Fmat, _unidentified="rai
     ok = np.flatnonzero(norms > 0.0)
     if ok.size < sample_size and _unidentified != "nan":
         bad = int(np.flatnonzero(norms <= 0.0)[0]) + 1
-        raise ValueError(
-            f"the {what} system is singular: sampled rank r = {bad} has zero probability under the "
-            "prior (c_r = 0), so its corrected value is not determined; use a prior that gives every "
-            "sampled rank positive probability")
+        raise _zero_probability(what, bad)
     As = A[:, ok] / norms[ok]
     sv = linalg.svd(As, compute_uv=False, check_finite=False)
     rcond = (sv[-1] / sv[0]) ** 2 if sv.size and sv[0] > 0 else 0.0
@@ -556,23 +574,7 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
             raise ValueError("gamma and n_users are not used by method 'cls'; leave them None")
         return _cls(n_items, sample_size, replacement, p, targets.matrix())
 
-    if method in ("mn", "mn_weighted"):
-        if n_users is None:
-            raise ValueError(f"n_users (the number of users M >= 1) is required for method {method!r}")
-        M = check_int(n_users, "n_users", low=1)
-        if gamma is not None:
-            raise ValueError(f"gamma is not used by method {method!r}; leave it None")
-        if method == "mn_weighted":
-            method, g = "bv", 1.0 / M
-        else:
-            g = None
-    else:  # bv
-        if n_users is not None:
-            raise ValueError("n_users is not used by method 'bv'; leave it None")
-        if gamma is None:
-            raise ValueError("gamma (a number in [0, 1]) is required for method 'bv'")
-        g = check_gamma(gamma)
-
+    method, g, M = _bv_mn_args(method, gamma, n_users)
     if method == "bv" and g == 0.0:
         return _bv_lstsq(n_items, sample_size, replacement, p, targets.matrix(), _unidentified)
 
@@ -630,23 +632,11 @@ def _corrected_on_grid(names, ks, grid, sample_size, method, prior=None, n_users
     widths = grid.widths.astype(np.float64)
     p = widths / N if prior is None else check_probability_vector(prior, "prior", length=grid.n_cells)
     K = grid_kernel(grid, n, replacement)
-    if method == "bv":
-        if n_users is not None:
-            raise ValueError("n_users is not used by method 'bv'; leave it None")
-        if gamma is None:
-            raise ValueError("gamma (a number in (0, 1]) is required for method 'bv'")
-        g = check_gamma(gamma)
-        if g == 0.0:
-            raise ValueError("gamma = 0 (least squares) is not available on the grid; use gamma > 0")
-    elif method in ("mn", "mn_weighted"):
-        if gamma is not None:
-            raise ValueError(f"gamma is not used by method {method!r}; leave it None")
-        if n_users is None:
-            raise ValueError(f"n_users (the number of users M >= 1) is required for method {method!r}")
-        M = check_int(n_users, "n_users", low=1)
-        g = 1.0 / M
-    else:
+    if method not in ("bv", "mn", "mn_weighted"):
         raise ValueError(f"method must be 'bv', 'mn' or 'mn_weighted' on the grid, got {method!r}")
+    method, g, M = _bv_mn_args(method, gamma, n_users)
+    if g == 0.0:
+        raise ValueError("gamma = 0 (least squares) is not available on the grid; use gamma > 0")
     Fbar = np.stack([np.stack([_cell_metric_sums(grid, name, k) for k in ks], axis=1) for name in names],
                     axis=1) / widths[:, None, None]  # cells x metrics x ks
     if solver not in ("auto", "dense", "banded"):

@@ -267,6 +267,13 @@ def _normalise_counts(counts, sample_size: int) -> np.ndarray:
     return c / c.sum()
 
 
+def _solver_inputs(counts, K, tol, max_iter):
+    """``(tol, max_iter, N, n, c)`` of an MLE solver: checked ``tol`` (> 0) and ``max_iter`` (>= 1), the
+    kernel's shape and the normalised counts."""
+    N, n = K.shape
+    return _check_positive(tol, "tol"), check_int(max_iter, "max_iter", low=1), N, n, _normalise_counts(counts, n)
+
+
 def _check_pi_kernel(pi, K) -> tuple[np.ndarray, np.ndarray]:
     """A kernel of finite, non-negative entries and a mixing distribution over its rows (refused
     with a ``ValueError`` naming ``K`` or ``pi``: negative, NaN or non-normalised input would
@@ -387,10 +394,7 @@ def _mle_em_impl(counts, K, pi0=None, tol: float = 1e-6, max_iter: int = 10_000,
     :class:`ConvergenceWarning`. EM converges slowly in the flat directions of :math:`\ell`; use
     :func:`mle_cnm` for a certified optimum.
     """
-    tol = _check_positive(tol, "tol")
-    max_iter = check_int(max_iter, "max_iter", low=1)
-    N, n = K.shape
-    c = _normalise_counts(counts, n)
+    tol, max_iter, N, n, c = _solver_inputs(counts, K, tol, max_iter)
     p = np.full(N, 1.0 / N) if pi0 is None else check_probability_vector(pi0, "pi0", length=N).copy()
     start = time.perf_counter()
     bar = None
@@ -433,10 +437,7 @@ def _mle_cnm_impl(counts, K, tol: float = 1e-9, max_iter: int = 1000) -> FitResu
     and drops support points of zero weight. The log-likelihood increases at every iteration.
     Raises a :class:`ConvergenceWarning` if ``max_iter`` is reached first.
     """
-    tol = _check_positive(tol, "tol")
-    max_iter = check_int(max_iter, "max_iter", low=1)
-    N, n = K.shape
-    c = _normalise_counts(counts, n)
+    tol, max_iter, N, n, c = _solver_inputs(counts, K, tol, max_iter)
     obs = np.flatnonzero(c > 0)
     co = c[obs]
     sq = np.sqrt(co)
