@@ -79,6 +79,7 @@ few dozen with a uniform prior); use :math:`\gamma > 0` large enough, or CLS, th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 
@@ -91,7 +92,8 @@ from .._validation import as_float_array, check_bool, check_int, check_memory, c
 from ..kernel import kernel, kernel_cdf
 from ..metrics import canonical_metric, metric_function
 from .grid import (
-    _BAND_BLOCK, _BANDED_MIN_N, _banded_kernel, _blas_threads, _block_products, _blocks, _cell_metric_sums,
+    _BAND_BLOCK, _BANDED_MIN_N, _banded_kernel, _blas_threads, _block_products, _cell_metric_sums,
+    _grid_blocks_key, _range_sums,
     _gram_band_rows, _row_bands, _single_blas_thread, grid_kernel,
 )
 
@@ -152,83 +154,115 @@ def _metric_matrix(metric: str, ks, n_items: int) -> tuple[np.ndarray, list]:
 
 
 @functools.lru_cache(maxsize=8)
-def _prior_free(n_items: int, sample_size: int, replacement: bool):
-    r"""Cached :math:`K^\top K` (n x n) and the column sums :math:`\sum_R P(r\mid R)` (n)."""
-    gram, _, colsum = _weighted_products(n_items, sample_size, replacement, np.ones(n_items), None)
+def _prior_free(n_items: int, sample_size: int, replacement: bool, lo_bytes=None):
+    r"""Cached prior-free products: :math:`\sum m\,K K^\top` (n x n) and the column sums
+    :math:`\Lambda_1 = \sum m\,K` (n), with multiplicity :math:`m = 1` per global rank, or
+    :math:`m = |c|` per cell of the grid whose first ranks are ``lo_bytes`` (:func:`.grid._banded_kernel`)."""
+    m = np.ones(n_items) if lo_bytes is None else _widths(n_items, lo_bytes)
+    gram, _, colsum = _weighted_products(n_items, sample_size, replacement, m, None, lo_bytes)
     gram.flags.writeable = False
     colsum.flags.writeable = False
     return gram, colsum
 
 
+def _widths(n_items: int, lo_bytes) -> np.ndarray:
+    lo = np.frombuffer(lo_bytes, dtype=np.int64)
+    return (np.append(lo[1:], n_items + 1) - lo).astype(np.float64)
 
 
-def _weighted_products(n_items, sample_size, replacement, weights, Fmat):
+def _weighted_products(n_items, sample_size, replacement, weights, Fmat, lo_bytes=None):
     r"""Return :math:`K^\top W K`, :math:`K^\top W F` (or ``None``) and :math:`K^\top w` for
-    ``W = diag(weights)`` over the global ranks (:func:`.grid._block_products` on the row blocks of
-    :func:`.grid._banded_kernel`)."""
+    ``W = diag(weights)`` over the global ranks, or over the cells of the grid whose first ranks are
+    ``lo_bytes`` (:func:`.grid._block_products` on the row blocks of :func:`.grid._banded_kernel`)."""
     with _blas_threads(n_items, sample_size):
-        return _block_products(_banded_kernel(n_items, sample_size, replacement), sample_size, weights, Fmat)
-
-
+        return _block_products(_banded_kernel(n_items, sample_size, replacement, lo_bytes), sample_size, weights,
+                               Fmat)
 
 
 class _Targets:
-    r"""The target metric vectors F(R), one per (metric, cut-off) pair, built lazily.
+    r"""The target metric vectors F(R), one per (metric, cut-off) pair, built lazily, over the global
+    ranks or (``grid``, a :class:`~itemsampling.estimators.grid.RankGrid` with cells wider than one
+    rank) over its cells, as cell means :math:`\bar F_c = \frac1{|c|}\sum_{R\in c}F(R)`.
 
     ``matrix()`` is the dense ``(N, J)`` array (needed by CLS and the gamma = 0 least squares);
     ``kernel_rhs(weights)`` is :math:`K^\top W F` without forming it: a cut-off metric is
     :math:`F_k(R) = g(R)\,\mathbb 1[R \le k]` with :math:`g` the untruncated metric, so
-    :math:`K^\top W F_k = \sum_{R \le k} w_R g(R) K_{R,\cdot}` is a running sum over global ranks,
-    read off at every requested cut-off in one pass (memory :math:`O(nJ)` however many cut-offs,
-    e.g. all K = 1..N for the BV rank-distribution baseline).
+    :math:`K^\top W F_k = \sum_{R \le k} w_R g(R) K_{R,\cdot}` is a running sum over global ranks
+    (cells: over the cells before the one holding :math:`k`, plus that cell's share
+    :math:`\frac{w_c}{|c|}\sum_{R=l_c}^{k} g(R)\,\bar K_c`), read off at every requested cut-off in
+    one pass (memory :math:`O(nJ)` however many cut-offs, e.g. all K = 1..N for the BV
+    rank-distribution baseline).
     """
 
-    def __init__(self, names, ks, n_items):
+    def __init__(self, names, ks, n_items, grid=None):
         self.names, self.ks, self.N = list(names), list(ks), n_items
+        self.grid = None if grid is None or grid.exact else grid  # the rows: ranks, or cells wider than one rank
+        self.solve_grid = grid  # the grid the caller asked for (the banded solver's choice)
         self.pairs = [(name, k) for name in self.names for k in self.ks]
         for name, k in self.pairs:  # validates k >= 1 (or None) and the metric / k combination
             metric_function(name, None if k is None else check_int(k, "k", low=1), n_items)
         self._matrix = None
 
     def matrix(self) -> np.ndarray:
+        if self.grid is not None:  # pragma: no cover - CLS and gamma = 0 are refused on a grid first
+            raise ValueError("the dense target matrix needs one cell per rank")
         if self._matrix is None:
             self._matrix = np.column_stack([_metric_matrix(name, self.ks, self.N)[0] for name in self.names])
         return self._matrix
 
+    def _means(self, name, k) -> np.ndarray:
+        """F_k per row: at every global rank, or its mean over every cell."""
+        if self.grid is None:
+            return metric_function(name, k, self.N)(np.arange(1, self.N + 1))
+        return _cell_metric_sums(self.grid, name, k) / self.grid.widths
+
     def kernel_rhs(self, n_items, sample_size, replacement, weights) -> np.ndarray:
-        R = np.arange(1, n_items + 1)
+        grid = self.grid
         out = np.zeros((sample_size, len(self.pairs)))
-        blocks = _banded_kernel(n_items, sample_size, replacement)
+        blocks = _banded_kernel(n_items, sample_size, replacement, _grid_blocks_key(grid))
         dense_cols, cut_cols = [], {}
         for j, (name, k) in enumerate(self.pairs):
             if k is None or name == "auc":
                 dense_cols.append(j)
             else:
                 cut_cols.setdefault(name, []).append((j, k))
+
+        def row_of(k):  # the row (rank or cell) holding rank min(k, N), and whether k ends it
+            k = min(k, n_items)
+            if grid is None:
+                return k - 1, True
+            c = int(np.searchsorted(grid.lo, k, side="right")) - 1
+            return c, int(grid.hi[c]) == k
+
         with _blas_threads(n_items, sample_size):
             if dense_cols:
-                F = np.column_stack([metric_function(*self.pairs[j], n_items)(R) for j in dense_cols])
+                F = np.column_stack([self._means(*self.pairs[j]) for j in dense_cols])
                 for start, stop, lo, hi, B in blocks:
                     wF = weights[start:stop, None] * F[start:stop]
                     if np.any(wF):
                         out[lo:hi, dense_cols] += B.T @ wF
             for name, cols in cut_cols.items():
-                g = metric_function("recall" if name == "recall" else name, None, n_items)(R)
-                if name == "precision":
-                    g = np.ones(n_items)  # 1[R <= k] / k: divide by k below
+                g = self._means("recall" if name in ("recall", "precision") else name, None)  # precision: 1[R <= k] / k
                 wg = weights * g
                 order = sorted(cols, key=lambda jk: jk[1])
-                kmax = min(order[-1][1], n_items)
+                last = row_of(order[-1][1])[0]
                 carry = np.zeros(sample_size)
                 pos = 0
                 for start, stop, lo, hi, B in blocks:
-                    if start >= kmax or pos == len(order):
+                    if start > last or pos == len(order):
                         break
                     Z = np.cumsum(B * wg[start:stop, None], axis=0)  # running sums within the block
-                    while pos < len(order) and min(order[pos][1], n_items) <= stop:
+                    while pos < len(order) and row_of(order[pos][1])[0] < stop:
                         j, k = order[pos]
+                        c, whole = row_of(k)
                         out[:, j] = carry
-                        out[lo:hi, j] += Z[min(k, n_items) - start - 1]
+                        if whole:
+                            out[lo:hi, j] += Z[c - start]
+                        else:  # the cell holding k: its ranks up to k only
+                            if c > start:
+                                out[lo:hi, j] += Z[c - start - 1]
+                            part = _range_sums(name, grid.lo[c:c + 1], np.array([min(k, n_items)]))[0]
+                            out[lo:hi, j] += B[c - start] * (weights[c] * part / grid.widths[c])
                         pos += 1
                     carry[lo:hi] += Z[-1]
                 while pos < len(order):  # cut-offs beyond the last block read (k >= N)
@@ -554,8 +588,12 @@ def corrected_metrics(metric, ks, n_items: int, sample_size: int, method: str, p
     return out.reshape(sample_size, len(names), len(ks)) if several else out
 
 
-def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, replacement, _unidentified):
-    """Solve for every (metric, cut-off) pair of ``targets``."""
+def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, replacement, _unidentified,
+               solver="dense"):
+    """Solve for every (metric, cut-off) pair of ``targets``: over the global ranks, or over the cells
+    of ``targets.grid`` (``prior`` then holds cell masses; BV with gamma > 0, MN and MNW only; the
+    ``solver`` rule of :func:`.grid.grid_corrected_metrics`)."""
+    grid = targets.grid
     pairs = targets.pairs
     if method == "rank_estimate":
         for arg, val in (("prior", prior), ("gamma", gamma), ("n_users", n_users)):
@@ -567,7 +605,14 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
         fns = [metric_function(name, k, n_items) for name, k in pairs]
         return np.column_stack([_rank_estimate(n_items, sample_size, f) for f in fns])
 
-    p = _check_prior(prior, n_items)
+    if targets.solve_grid is not None and method not in ("bv", "mn", "mn_weighted"):
+        raise ValueError(f"method must be 'bv', 'mn' or 'mn_weighted' on the grid, got {method!r}")
+    if grid is not None:
+        widths = grid.widths.astype(np.float64)
+        p = widths / n_items if prior is None else check_probability_vector(prior, "prior", length=grid.n_cells)
+    else:
+        widths = np.ones(n_items)
+        p = _check_prior(prior, n_items)
 
     if method == "cls":
         if gamma is not None or n_users is not None:
@@ -576,23 +621,45 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
 
     method, g, M = _bv_mn_args(method, gamma, n_users)
     if method == "bv" and g == 0.0:
+        if targets.solve_grid is not None:
+            raise ValueError("gamma = 0 (least squares) is not available on the grid; use gamma > 0")
         return _bv_lstsq(n_items, sample_size, replacement, p, targets.matrix(), _unidentified)
 
-    uniform = prior is None or np.ptp(p) == 0.0
-    if uniform:
-        KtK, colsum = _prior_free(n_items, sample_size, replacement)
+    key = _grid_blocks_key(grid)
+    if prior is None or (grid is None and np.ptp(p) == 0.0):  # uniform over the global ranks
+        KtK, colsum = _prior_free(n_items, sample_size, replacement, key)
         KtDK = KtK / n_items
         c = colsum / n_items
     else:
-        KtDK, _, c = _weighted_products(n_items, sample_size, replacement, p, None)
+        KtDK, _, c = _weighted_products(n_items, sample_size, replacement, p, None, key)
     rhs = targets.kernel_rhs(n_items, sample_size, replacement, p)
+    banded, K, bands, u = _banded_choice(targets.solve_grid, sample_size, replacement, solver)
 
-    def gram(M):  # sum_R p(R) K_R K_R^T, less (1/M) sum_R K_R K_R^T for MN
-        return KtDK if M is None else KtDK - _prior_free(n_items, sample_size, replacement)[0] / M
+    def gram(M):  # sum p K K^T, less (1/M) sum m K K^T for MN (m = 1 per rank, |c| per cell)
+        if banded:  # the upper band, in one pass
+            return _gram_band_rows(K, p if M is None else p - widths / M, bands, u)
+        return KtDK if M is None else KtDK - _prior_free(n_items, sample_size, replacement, key)[0] / M
 
-    G, what = _system(method, g, M if method == "mn" else None, gram, c,
-                      _prior_free(n_items, sample_size, replacement)[1] if method == "mn" else None)
-    return _solve_system(G, rhs, c, what, _unidentified if method == "bv" else "raise")
+    with _single_blas_thread() if banded else contextlib.nullcontext():
+        G, what = _system(method, g, M if method == "mn" else None, gram, c,
+                          _prior_free(n_items, sample_size, replacement, key)[1] if method == "mn" else None, banded)
+    on_grid = targets.solve_grid is not None
+    return _solve_system(G, rhs, c, what, _unidentified if method == "bv" or on_grid else "raise", banded)
+
+
+def _banded_choice(grid, n: int, replacement: bool, solver: str):
+    r"""``(banded, K, bands, u)``: whether the BV / MN system is formed and solved in band storage
+    (``solver="banded"``, or ``"auto"`` with :math:`n \ge 1000` and a half-bandwidth :math:`u` of at
+    most about :math:`n/2`, on a grid), with the grid kernel and its bands of 16 cells when it is."""
+    if solver not in ("auto", "dense", "banded"):
+        raise ValueError(f"solver must be 'auto', 'dense' or 'banded', got {solver!r}")
+    if grid is None or solver == "dense":
+        return False, None, None, n
+    K = grid_kernel(grid, n, replacement)
+    with _single_blas_thread():
+        bands = _row_bands(K, block=_BAND_BLOCK)
+    u = max(hi - lo for _, _, lo, hi in bands)
+    return solver == "banded" or (n >= _BANDED_MIN_N and 2 * (u + 1) <= n), K, bands, u
 
 
 def _corrected_on_grid(names, ks, grid, sample_size, method, prior=None, n_users=None, gamma=None,
@@ -628,38 +695,9 @@ def _corrected_on_grid(names, ks, grid, sample_size, method, prior=None, n_users
     replacement = check_bool(replacement, "replacement")
     N, n = check_sizes(grid.n_items, sample_size)
     names = [canonical_metric(m) for m in ([names] if isinstance(names, str) else names)]
-    ks = list(ks)
-    widths = grid.widths.astype(np.float64)
-    p = widths / N if prior is None else check_probability_vector(prior, "prior", length=grid.n_cells)
-    K = grid_kernel(grid, n, replacement)
-    if method not in ("bv", "mn", "mn_weighted"):
-        raise ValueError(f"method must be 'bv', 'mn' or 'mn_weighted' on the grid, got {method!r}")
-    method, g, M = _bv_mn_args(method, gamma, n_users)
-    if g == 0.0:
-        raise ValueError("gamma = 0 (least squares) is not available on the grid; use gamma > 0")
-    Fbar = np.stack([np.stack([_cell_metric_sums(grid, name, k) for k in ks], axis=1) for name in names],
-                    axis=1) / widths[:, None, None]  # cells x metrics x ks
-    if solver not in ("auto", "dense", "banded"):
-        raise ValueError(f"solver must be 'auto', 'dense' or 'banded', got {solver!r}")
-    with _single_blas_thread():
-        c = K.T @ p
-        rhs = K.T @ (p[:, None] * Fbar.reshape(grid.n_cells, -1))
-        bands = _row_bands(K, block=_BAND_BLOCK) if solver != "dense" else None
-        u = max(hi - lo for _, _, lo, hi in bands) if bands else n
-        banded = solver == "banded" or (solver == "auto" and n >= _BANDED_MIN_N and 2 * (u + 1) <= n)
-
-        def gram(M):  # sum_c p_c K_c K_c^T, less (1/M) sum_c |c| K_c K_c^T for MN (one pass when banded)
-            if banded:
-                return _gram_band_rows(K, p if M is None else p - widths / M, bands, u)
-            G = _block_products(_blocks(K, _row_bands(K, block=256)), n, p)[0]
-            if M is not None:
-                G -= _block_products(_blocks(K, _row_bands(K, block=256)), n, widths)[0] / M
-            return G
-
-        G, what = _system(method, g, M if method == "mn" else None, gram, c,
-                          (K.T @ widths) if method == "mn" else None, banded)
-    return np.ascontiguousarray(_solve_system(G, rhs, c, what, _unidentified, banded)).reshape(n, len(names), len(ks))
-
+    targets = _Targets(names, list(ks), N, grid)
+    out = _corrected(targets, N, n, method, prior, n_users, gamma, replacement, _unidentified, solver)
+    return np.ascontiguousarray(out).reshape(n, len(names), len(ks))
 
 
 def corrected_metric(metric: str, k, n_items: int, sample_size: int, method: str, prior=None,

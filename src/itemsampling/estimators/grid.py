@@ -568,31 +568,42 @@ _BAND_TOL = 1e-30
 
 
 @functools.lru_cache(maxsize=2)
-def _banded_kernel(n_items: int, sample_size: int, replacement: bool):
-    r"""The kernel :math:`P(r \mid R)` stored as row blocks of consecutive global ranks, each
-    restricted to the band of sampled ranks where some row of the block holds at least
-    ``1e-30`` times its own largest entry.
+def _banded_kernel(n_items: int, sample_size: int, replacement: bool, lo_bytes=None):
+    r"""The kernel stored as row blocks of 256 consecutive rows, each restricted to the band of
+    sampled ranks where some row of the block holds at least ``1e-30`` times its own largest entry:
+    the rows are the global ranks :math:`P(r \mid R)` (``lo_bytes`` ``None``, computed block by
+    block, never the whole :math:`N\times n` matrix) or the cells of the grid whose first ranks are
+    ``lo_bytes`` (rows of :func:`grid_kernel`).
 
     Every kernel row is unimodal in :math:`r` and concentrated within a few standard deviations
-    of :math:`1 + (n-1)\theta_R`, so a block of 256 consecutive ranks needs only a band of columns.
+    of :math:`1 + (n-1)\theta_R`, so a block of 256 consecutive rows needs only a band of columns.
     Dropping entries below ``1e-30`` of their row's maximum changes no float64 sum
     :math:`\sum_R w_R P(r\mid R)P(s\mid R)` beyond its last digit, and cuts the cost of
     :math:`K^\top W K` from :math:`O(Nn^2)` to :math:`O(N\,\bar b^2)` (mean band :math:`\bar b`),
     and the memory to :math:`N\bar b` floats. Returns a tuple of ``(start, stop, lo, hi, block)``
     with ``block = K[start:stop, lo:hi]`` (0-based rows and columns).
     """
+    whole = None if lo_bytes is None else _grid_kernel_cached(n_items, sample_size, replacement, lo_bytes)
+    rows = n_items if whole is None else whole.shape[0]
     out = []
-    for start in range(0, n_items, _BLOCK_ROWS):
-        stop = min(n_items, start + _BLOCK_ROWS)
-        K = kernel(n_items, sample_size, replacement, np.arange(start + 1, stop + 1))
+    for start in range(0, rows, _BLOCK_ROWS):
+        stop = min(rows, start + _BLOCK_ROWS)
+        K = kernel(n_items, sample_size, replacement, np.arange(start + 1, stop + 1)) if whole is None \
+            else whole[start:stop]
         keep = K >= _BAND_TOL * K.max(axis=1, keepdims=True)
         cols = np.flatnonzero(keep.any(axis=0))
         lo, hi = int(cols[0]), int(cols[-1]) + 1
-        block = np.ascontiguousarray(K[:, lo:hi])
+        block = np.array(K[:, lo:hi], order="C")  # a copy: the grid kernel is read-only
         block[~keep[:, lo:hi]] = 0.0
         block.flags.writeable = False
         out.append((start, stop, lo, hi, block))
     return tuple(out)
+
+
+def _grid_blocks_key(grid) -> bytes | None:
+    """The ``lo_bytes`` argument of :func:`_banded_kernel` (and the corrected-metric caches) for a
+    grid: ``None`` for the exact grid (the global ranks themselves)."""
+    return None if grid is None or grid.exact else grid.lo.tobytes()
 
 
 def _row_bands(K, block: int = 512, rel: float = 1e-30):
@@ -699,6 +710,19 @@ def _ndcg_cumsum(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def _range_sums(name: str, lo, top) -> np.ndarray:
+    r""":math:`\sum_{R=l}^{t} g(R)` of the untruncated metric :math:`g` (recall: 1 per rank; AP:
+    :math:`1/R` by the digamma function; NDCG: :math:`1/\log_2(R+1)` by :func:`_ndcg_cumsum`), for
+    arrays of first ranks ``lo`` and last ranks ``top`` (0 where ``top < lo``)."""
+    below = np.asarray(lo) - 1
+    top = np.maximum(top, below)
+    if name in ("recall", "precision"):
+        return (top - below).astype(np.float64)
+    if name == "ap":
+        return psi(top + 1.0) - psi(below + 1.0)
+    return _ndcg_cumsum(top) - _ndcg_cumsum(below)  # ndcg
+
+
 def _cell_metric_sums(grid: RankGrid, metric: str, k):
     r""":math:`\sum_{R\in c} F(R)` for every cell, for the metric with cut-off ``k`` (None = none)."""
     name = canonical_metric(metric)
@@ -708,15 +732,8 @@ def _cell_metric_sums(grid: RankGrid, metric: str, k):
     if name == "auc":
         w = grid.widths.astype(np.float64)
         return (w * N - (lo + hi) * w / 2.0) / (N - 1.0)
-    top = hi if k is None else np.minimum(hi, k)
-    below = lo - 1
-    top = np.maximum(top, below)  # empty when the cell starts after k
-    if name in ("recall", "precision"):
-        s = (top - below).astype(np.float64)
-        return s / k if name == "precision" and k is not None else (s / N if name == "precision" else s)
-    if name == "ap":
-        return psi(top + 1.0) - psi(below + 1.0)
-    return _ndcg_cumsum(top) - _ndcg_cumsum(below)  # ndcg
+    s = _range_sums(name, lo, hi if k is None else np.minimum(hi, k))
+    return s / k if name == "precision" and k is not None else (s / N if name == "precision" else s)
 
 
 def grid_metric(masses, grid: RankGrid, metric: str, k):
