@@ -39,6 +39,15 @@ Per-user catalogue sizes (``n_items`` one :math:`N_u` per user; model in :mod:`.
 each user's :math:`(N_u, n_u, r_u)` triple travels together; the priors are re-fitted on the
 replicate's :math:`(n_u, r_u)` counts (the fit is free of the pools) and the metric of every
 replicate weights each pool by its resampled share.
+
+What the module holds: the result types (:class:`MetricEstimate`, :class:`ModelComparison`,
+:class:`ModelsBootstrap`), the interval and p-value (:func:`percentile_interval`,
+:func:`bootstrap_p_value`), the table of distinct pairs and its resampled counts (``_pair_table``,
+``_draw_counts``, ``_joint_counts``), the replicate machinery (:func:`batch_em`, also used by
+:mod:`.weighted`, and ``_Replicator``, which :mod:`.conditional` reuses for its parametric
+replicates) and the entry points :func:`bootstrap_metric`, :func:`bootstrap_metrics`,
+:func:`compare_estimates` and :func:`bootstrap_models` (:func:`itemsampling.estimators.estimate_metric`
+calls the first two for ``ci=``).
 """
 
 from __future__ import annotations
@@ -229,19 +238,24 @@ def _draw_counts(counts: np.ndarray, n_boot: int, rng) -> np.ndarray:
     return rng.multinomial(M, counts / M, size=n_boot).astype(np.float64)
 
 
+def _sum_counts(C: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
+    """Counts per replicate summed over the columns that share an index: column ``j`` of ``C``
+    (B, T) added to column ``idx[j]`` of the result (B, ``width``); exact (integer counts)."""
+    from scipy import sparse
+
+    T = idx.size
+    return np.asarray((sparse.csr_matrix((np.ones(T), (idx, np.arange(T))), shape=(width, T)) @ C.T).T)
+
+
 def _joint_counts(tables, n_boot: int, rng) -> list:
     """Resampled pair counts of models scored on the same users (``tables`` from :func:`_pair_table`,
     users in one common order): one multinomial draw over the distinct tuples of the models' pairs
     per replicate, split back into each model's (n_boot, n_pairs) counts. One table: its own draw."""
     if len(tables) == 1:
         return [_draw_counts(tables[0][2], n_boot, rng)]
-    from scipy import sparse
-
     rows, cnt = np.unique(np.column_stack([t[3] for t in tables]), axis=0, return_counts=True)
     Ct = _draw_counts(cnt, n_boot, rng)
-    T = rows.shape[0]
-    return [np.asarray((sparse.csr_matrix((np.ones(T), (np.arange(T), rows[:, col])), shape=(T, t[0].size)).T
-                        @ Ct.T).T) for col, t in enumerate(tables)]
+    return [_sum_counts(Ct, rows[:, col], t[0].size) for col, t in enumerate(tables)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,19 +320,13 @@ class _Replicator:
         self.pair_pools = pair_pools
         # the fit is free of the pools (distribution module): the prior is learnt on the (n, r) pairs
         self.fit_sizes, self.fit_ranks, self.Cfit = pair_sizes, pair_ranks, C
-        if pair_pools is not None:
-            from scipy import sparse
-
-            def merge(idx, width):  # counts per replicate summed over the triples sharing idx
-                T = idx.size
-                return np.asarray((sparse.csr_matrix((np.ones(T), (idx, np.arange(T))), shape=(width, T)) @ C.T).T)
-
+        if pair_pools is not None:  # counts per replicate summed over the triples of a pool / of a pair
             self.pools, g = np.unique(pair_pools, return_inverse=True)
             self.pool_of = g.reshape(-1)
-            self.Cpool = merge(self.pool_of, self.pools.size)
+            self.Cpool = _sum_counts(C, self.pool_of, self.pools.size)
             rows, inv = np.unique(np.column_stack([pair_sizes, pair_ranks]), axis=0, return_inverse=True)
             self.fit_sizes, self.fit_ranks = rows[:, 0].copy(), rows[:, 1].copy()
-            self.Cfit = merge(inv.reshape(-1), rows.shape[0])
+            self.Cfit = _sum_counts(C, inv.reshape(-1), rows.shape[0])
         self.metrics, self.ks = metrics, ks
         self.M = float(C[0].sum())
         self.priors: dict = {}
@@ -477,12 +485,6 @@ def _grid_in_use(grid, N, n, ks) -> bool:
     return resolve_grid(grid, N, n, ks) is not None
 
 
-def _ks(k):
-    from . import _ks as ks_
-
-    return ks_(k)
-
-
 def _metric_estimate(est, lo, hi, confidence, n_boot, method, seq) -> MetricEstimate:
     """A :class:`MetricEstimate` over the cut-offs (``seq``) or, for one cut-off, of plain floats."""
     est = np.atleast_1d(np.asarray(est, dtype=np.float64))
@@ -540,7 +542,7 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     r"""As :func:`itemsampling.estimators.estimate_metrics` (``{method: {metric: ...}}``), each
     value a :class:`MetricEstimate`. All methods see the *same* bootstrap replicates, and a prior
     learnt in a replicate is shared by every method and metric that uses it in that replicate."""
-    from . import _route, estimate_metric, estimate_metrics
+    from . import _ks, _route, estimate_metric, estimate_metrics
 
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
@@ -551,13 +553,11 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
         _check_method(m, sizes)
     seq, ks = _ks(k)
     # the point estimate on all users (also validates every parameter)
-    size_arg = sizes if isinstance(sizes, int) else np.asarray(sizes)
     N_arg = N if pools is None else pools
     if _single:
-        est = {methods_l[0]: {metrics_l[0]: estimate_metric(r, N_arg, size_arg, metrics_l[0], k, methods_l[0],
-                                                            **params)}}
+        est = {methods_l[0]: {metrics_l[0]: estimate_metric(r, N_arg, sizes, metrics_l[0], k, methods_l[0], **params)}}
     else:
-        est = estimate_metrics(r, N_arg, size_arg, metrics_l, k, methods_l, **params)
+        est = estimate_metrics(r, N_arg, sizes, metrics_l, k, methods_l, **params)
     pair_sizes, pair_ranks, counts, _, *pp = _pair_table(r, sizes, pools)
     rep = _Replicator(N, sizes, pair_sizes, pair_ranks, _draw_counts(counts, n_boot, gen), metrics_l, ks,
                       _check_n_jobs(None), *pp)
@@ -586,7 +586,7 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     Returns a :class:`ModelComparison`: the difference, its percentile interval, the two-sided
     bootstrap p-value (:func:`bootstrap_p_value`) and whether 0 lies inside the interval.
     """
-    from . import estimate_metric
+    from . import _ks, estimate_metric
 
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
@@ -746,7 +746,7 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
     :func:`compare_estimates` bootstraps, without refitting either model. Point estimates are
     those of :func:`~itemsampling.estimators.estimate_metrics` (identical to today's).
     """
-    from . import estimate_metrics
+    from . import _ks, estimate_metrics
 
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
@@ -766,19 +766,18 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
         data[m] = (r, s, pools)
         Ns.append(Nm)
     N = max(Ns)  # the common grid of rank fractions: the largest catalogue (pool) of any model
-    if len(set(Ns)) > 1:
-        for m in models:  # every model's users on that grid, each in its own catalogue
-            r, s, pools = data[m]
-            data[m] = (r, s, np.full(r.size, Ns[models.index(m)], dtype=np.int64) if pools is None else pools)
     seq, ks = _ks(k)
     groups, order = _user_groups(models, {m: data[m][0].size for m in models}, users, paired)
-    for m in models:  # put every group's users in one common order
-        if order[m] is not None:
-            r, s, pools = data[m]
-            data[m] = (r[order[m]], s if isinstance(s, int) else s[order[m]], None if pools is None else pools[order[m]])
-    est = {m: estimate_metrics(data[m][0], N if data[m][2] is None else data[m][2],
-                               data[m][1] if isinstance(data[m][1], int) else np.asarray(data[m][1]),
-                               metrics_l, k, [method], **params)[method] for m in models}
+    for m, Nm in zip(models, Ns):
+        r, s, pools = data[m]
+        if pools is None and len(set(Ns)) > 1:  # every model's users on that grid, each in its own catalogue
+            pools = np.full(r.size, Nm, dtype=np.int64)
+        if order[m] is not None:  # put every group's users in one common order
+            o = order[m]
+            r, s, pools = r[o], s if isinstance(s, int) else s[o], None if pools is None else pools[o]
+        data[m] = (r, s, pools)
+    est = {m: estimate_metrics(data[m][0], N if data[m][2] is None else data[m][2], data[m][1], metrics_l, k,
+                               [method], **params)[method] for m in models}
     reps: dict = {}
     for group in groups:
         tables = [_pair_table(*data[m]) for m in group]

@@ -52,6 +52,13 @@ Per-user catalogue sizes (``n_items`` one :math:`N_u` per user, the model of :mo
 the posterior lives on the common grid of rank fractions of the largest pool and is free of the
 pool (with replacement); each user keeps its pool, so :math:`T(R^*) = \frac1M\sum_u
 F_{N_u}(R_u(R^*_u))` and the replicate estimates see every user's :math:`N_u`.
+
+What the module holds: the posterior (:func:`rank_posterior`, :func:`posterior_metric_moments`),
+the draws of :math:`(R^*, r^*)`, and :func:`conditional_metrics`. The input check, the table of
+distinct pairs and the estimates on the replicates' histograms are the user bootstrap's
+(:mod:`.bootstrap`: ``_check_input``, ``_pair_table``, ``_Replicator``), so both targets run every
+estimator through the same code; :func:`itemsampling.estimators.estimate_metric` calls this module
+for ``target="test-users"``.
 """
 
 from __future__ import annotations
@@ -180,12 +187,14 @@ def _replicate_estimates(S, N, n, metrics, ks, method, params, pools=None):
     all rows at once (:func:`~.bootstrap.batch_em`); every other method replicate by replicate. With
     per-user pools (``pools`` the G distinct sizes) ``S`` is (n_boot, G, n), one pair ``(N_g, n, r)``
     per pool and rank."""
-    from . import _route
+    from . import _route, _split
     from .bootstrap import _grid_in_use, _Replicator
     from .corrected import CORRECTION_METHODS
     from .distribution import pool_metric_matrix
 
     own = _route(method, params)
+    corr, dist = _split(own)
+    corr.pop("grid", None)
     if pools is not None and method == "sampled":  # the sampled metric is free of the pools
         S, pools = S.sum(axis=1), None
     G = 1 if pools is None else pools.size
@@ -193,11 +202,9 @@ def _replicate_estimates(S, N, n, metrics, ks, method, params, pools=None):
                       list(metrics), ks, 1, None if pools is None else np.repeat(pools, n))
     if method in ("sampled", "rank_estimate") or not _grid_in_use(own.get("grid"), N, n, ks):
         if method in CORRECTION_METHODS and pools is not None:
-            Fh = rep.corrected(method, {k2: v for k2, v in own.items() if k2 != "grid"})  # (n, m, k, G)
-            return np.einsum("bgr,rmkg->bmk", S, Fh) / rep.M
+            return np.einsum("bgr,rmkg->bmk", S, rep.corrected(method, corr)) / rep.M  # Fh (n, m, k, G)
         if method == "mle" and own.get("solver", "em") == "em":
-            P = rep.prior("mle", {k2: own[k2] for k2 in ("solver", "tol", "max_iter") if k2 in own},
-                          own.get("replacement", True))[1]
+            P = rep.prior("mle", dist, corr.get("replacement", True))[1]
             if pools is None:
                 return np.einsum("bN,mkN->bmk", P, _metric_values(metrics, ks, N, np.arange(1, N + 1)))
             A = np.einsum("bN,Nmkg->bmkg", P, pool_metric_matrix(metrics, ks, N, pools))
