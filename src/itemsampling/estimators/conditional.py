@@ -203,7 +203,7 @@ def _replicate_estimates(S, N, n, metrics, ks, method, params, pools=None):
     if method in ("sampled", "rank_estimate") or not _grid_in_use(own.get("grid"), N, n, ks):
         if method in CORRECTION_METHODS and pools is not None:
             return np.einsum("bgr,rmkg->bmk", S, rep.corrected(method, corr)) / rep.M  # Fh (n, m, k, G)
-        if method == "mle" and own.get("solver", "em") == "em":
+        if method == "mle" and own.get("solver", "em") == "em":  # the bootstrap's batched EM, this module's sums
             P = rep.prior("mle", dist, corr.get("replacement", True))[1]
             if pools is None:
                 return np.einsum("bN,mkN->bmk", P, _metric_values(metrics, ks, N, np.arange(1, N + 1)))
