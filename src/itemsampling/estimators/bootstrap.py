@@ -39,6 +39,15 @@ Per-user catalogue sizes (``n_items`` one :math:`N_u` per user; model in :mod:`.
 each user's :math:`(N_u, n_u, r_u)` triple travels together; the priors are re-fitted on the
 replicate's :math:`(n_u, r_u)` counts (the fit is free of the pools) and the metric of every
 replicate weights each pool by its resampled share.
+
+What the module holds: the result types (:class:`MetricEstimate`, :class:`ModelComparison`,
+:class:`ModelsBootstrap`), the interval and p-value (:func:`percentile_interval`,
+:func:`bootstrap_p_value`), the table of distinct pairs and its resampled counts (``_pair_table``,
+``_draw_counts``, ``_joint_counts``), the replicate machinery (:func:`batch_em`, also used by
+:mod:`.weighted`, and ``_Replicator``, which :mod:`.conditional` reuses for its parametric
+replicates) and the entry points :func:`bootstrap_metric`, :func:`bootstrap_metrics`,
+:func:`compare_estimates` and :func:`bootstrap_models` (:func:`itemsampling.estimators.estimate_metric`
+calls the first two for ``ci=``).
 """
 
 from __future__ import annotations
@@ -148,6 +157,31 @@ def _check_n_boot(n_boot) -> int:
     return check_int(n_boot, "n_boot", low=10)
 
 
+def _check_method(method, sizes=None) -> None:
+    """``method`` one of :data:`~itemsampling.estimators.METHODS`; with per-user ``sizes`` (an array),
+    one of :data:`PER_USER_METHODS`."""
+    from . import METHODS
+
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if sizes is not None and not isinstance(sizes, int) and method not in PER_USER_METHODS:
+        raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, not by {method!r}")
+
+
+def _names(value, name: str) -> list:
+    """One name or a non-empty sequence of names (``metrics``, ``methods``) as a list."""
+    out = [value] if isinstance(value, str) else list(value)
+    if not out:
+        raise ValueError(f"{name} must not be empty")
+    return out
+
+
+def _metric_values(metrics, ks, size: int, ranks) -> np.ndarray:
+    """:math:`F(r)` of every metric and cut-off in a list of ``size`` items at the ranks ``ranks``:
+    an array ``(len(metrics), len(ks), len(ranks))`` (:func:`itemsampling.metrics.metric_function`)."""
+    return np.array([[metric_function(m, k, size)(ranks) for k in ks] for m in metrics])
+
+
 def percentile_interval(replicates, confidence: float, axis: int = 0):
     r"""The percentile interval :math:`[\widehat T^*_{(\alpha/2)}, \widehat T^*_{(1-\alpha/2)}]`,
     :math:`\alpha = 1 - ` ``confidence`` (Efron & Tibshirani 1993, Eq. 13.5), of bootstrap
@@ -202,6 +236,26 @@ def _draw_counts(counts: np.ndarray, n_boot: int, rng) -> np.ndarray:
     """``n_boot`` multinomial resamplings of the pair counts: (n_boot, n_pairs) float64."""
     M = int(counts.sum())
     return rng.multinomial(M, counts / M, size=n_boot).astype(np.float64)
+
+
+def _sum_counts(C: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
+    """Counts per replicate summed over the columns that share an index: column ``j`` of ``C``
+    (B, T) added to column ``idx[j]`` of the result (B, ``width``); exact (integer counts)."""
+    from scipy import sparse
+
+    T = idx.size
+    return np.asarray((sparse.csr_matrix((np.ones(T), (idx, np.arange(T))), shape=(width, T)) @ C.T).T)
+
+
+def _joint_counts(tables, n_boot: int, rng) -> list:
+    """Resampled pair counts of models scored on the same users (``tables`` from :func:`_pair_table`,
+    users in one common order): one multinomial draw over the distinct tuples of the models' pairs
+    per replicate, split back into each model's (n_boot, n_pairs) counts. One table: its own draw."""
+    if len(tables) == 1:
+        return [_draw_counts(tables[0][2], n_boot, rng)]
+    rows, cnt = np.unique(np.column_stack([t[3] for t in tables]), axis=0, return_counts=True)
+    Ct = _draw_counts(cnt, n_boot, rng)
+    return [_sum_counts(Ct, rows[:, col], t[0].size) for col, t in enumerate(tables)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,19 +320,13 @@ class _Replicator:
         self.pair_pools = pair_pools
         # the fit is free of the pools (distribution module): the prior is learnt on the (n, r) pairs
         self.fit_sizes, self.fit_ranks, self.Cfit = pair_sizes, pair_ranks, C
-        if pair_pools is not None:
-            from scipy import sparse
-
-            def merge(idx, width):  # counts per replicate summed over the triples sharing idx
-                T = idx.size
-                return np.asarray((sparse.csr_matrix((np.ones(T), (idx, np.arange(T))), shape=(width, T)) @ C.T).T)
-
+        if pair_pools is not None:  # counts per replicate summed over the triples of a pool / of a pair
             self.pools, g = np.unique(pair_pools, return_inverse=True)
             self.pool_of = g.reshape(-1)
-            self.Cpool = merge(self.pool_of, self.pools.size)
+            self.Cpool = _sum_counts(C, self.pool_of, self.pools.size)
             rows, inv = np.unique(np.column_stack([pair_sizes, pair_ranks]), axis=0, return_inverse=True)
             self.fit_sizes, self.fit_ranks = rows[:, 0].copy(), rows[:, 1].copy()
-            self.Cfit = merge(inv.reshape(-1), rows.shape[0])
+            self.Cfit = _sum_counts(C, inv.reshape(-1), rows.shape[0])
         self.metrics, self.ks = metrics, ks
         self.M = float(C[0].sum())
         self.priors: dict = {}
@@ -310,10 +358,7 @@ class _Replicator:
             if base == "wmle":
                 from .distribution import wmle_weights
 
-                if not isinstance(self.sizes, int):
-                    raise ValueError("per-user sample sizes are supported by methods "
-                                     f"{PER_USER_METHODS}, not by 'wmle'")
-
+                _check_method(base, self.sizes)
                 w = wmle_weights(int(self.sizes), dist_kw.get("weight", "ndcg"), dist_kw.get("C", 10.0))
                 W = self.Cfit * w[self.fit_ranks - 1]
             tol = dist_kw.get("tol") if dist_kw.get("tol") is not None else 1e-6
@@ -336,47 +381,62 @@ class _Replicator:
         self.priors[key] = P
         return P
 
+    def corrected(self, method, corr):
+        r"""The corrected metric vectors :math:`\widehat F(r)` of a correction method (TORS Eq. 6;
+        :func:`~.corrected.corrected_metrics` with options ``corr``, MN's :math:`M` the replicate's
+        number of users): (n, n_metrics, n_ks), or (n, n_metrics, n_ks, G) over the distinct pools."""
+        from .corrected import corrected_metrics
+
+        kw = dict(corr)
+        if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
+            kw["n_users"] = int(self.M)
+        if self.pair_pools is None:
+            return corrected_metrics(list(self.metrics), self.ks, self.N, self.sizes, method, **kw)
+        return corrected_metrics(list(self.metrics), self.ks, self.N, self.sizes, method, pools=self.pools, **kw)
+
+    def prior(self, base, dist, replacement):
+        """``(key, P)``: the prior of rank-distribution method ``base`` in every replicate
+        (:meth:`prior_matrix`) and the key under which ``estimators._estimate`` looks it up."""
+        dist_kw = dict(dist)
+        if replacement is not True:
+            dist_kw["replacement"] = replacement
+        rd_kw = {k: v for k, v in dist_kw.items() if k != "replacement"}
+        return _prior_key(base, dist_kw), self.prior_matrix(base, rd_kw, replacement)
+
+    def each(self, method, params, key=None, priors=None):
+        """The estimator itself (``estimators._estimate``) on every replicate's users; ``priors``
+        (one row per replicate, cached under ``key``) the learnt prior each replicate reuses."""
+        from . import _estimate
+
+        out = np.empty((self.C.shape[0], len(self.metrics), len(self.ks)))
+        for b in range(self.C.shape[0]):
+            out[b] = _estimate(self._ranks(b), self.N, self._sizes(b), self.metrics, self.ks, method, params,
+                               {} if priors is None else {key: priors[b]}, self._pools(b))
+        return out
+
     def replicates(self, method, params):
-        from . import _estimate, _split
-        from .corrected import CORRECTION_METHODS, corrected_metrics
+        from . import _split
+        from .corrected import CORRECTION_METHODS
 
         N, metrics, ks = self.N, self.metrics, self.ks
         corr, dist = _split(params)
         grid = corr.pop("grid", None)
         replacement = corr.get("replacement", True)
-        if method not in ("sampled", "rank_estimate") and _grid_in_use(grid, N, self.sizes, ks):
-            # catalogue scale (estimators.grid): the estimator itself on every replicate
-            out = np.empty((self.C.shape[0], len(metrics), len(ks)))
-            for b in range(self.C.shape[0]):
-                out[b] = _estimate(self._ranks(b), N, self._sizes(b), metrics, ks, method, params, {}, self._pools(b))
-            return out
         if method == "sampled":
             F = np.empty((self.pair_ranks.size, len(metrics), len(ks)))
             for size in np.unique(self.pair_sizes):
                 sel = np.flatnonzero(self.pair_sizes == size)
-                for i, m in enumerate(metrics):
-                    for j, k in enumerate(ks):
-                        F[sel, i, j] = metric_function(m, k, int(size))(self.pair_ranks[sel])
+                F[sel] = np.moveaxis(_metric_values(metrics, ks, int(size), self.pair_ranks[sel]), -1, 0)
             return self._linear(F)
-        if not isinstance(self.sizes, int) and method not in PER_USER_METHODS:
-            raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, "
-                             f"not by {method!r}")
-        n = self.sizes
+        if method != "rank_estimate" and _grid_in_use(grid, N, self.sizes, ks):
+            return self.each(method, params)  # catalogue scale (estimators.grid): the estimator itself
+        _check_method(method, self.sizes)
         if method in CORRECTION_METHODS:
-            kw = dict(corr)
-            if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
-                kw["n_users"] = int(self.M)
-            if self.pair_pools is None:
-                Fh = corrected_metrics(list(metrics), ks, N, n, method, **kw)
-                return self._linear(Fh[self.pair_ranks - 1])
-            Fh = corrected_metrics(list(metrics), ks, N, n, method, pools=self.pools, **kw)
-            return self._linear(Fh[self.pair_ranks - 1, :, :, self.pool_of])
+            Fh = self.corrected(method, corr)
+            return self._linear(Fh[self.pair_ranks - 1] if self.pair_pools is None
+                                else Fh[self.pair_ranks - 1, :, :, self.pool_of])
         base = method.split("_")[-1]
-        dist_kw = dict(dist)
-        if replacement is not True:
-            dist_kw["replacement"] = replacement
-        rd_kw = {k: v for k, v in dist_kw.items() if k != "replacement"}
-        Pmat = self.prior_matrix(base, rd_kw, replacement)
+        key, Pmat = self.prior(base, dist, replacement)
         if method == base and self.pair_pools is not None:  # sum_g (M_g / M) P @ F(R_g(R)) per replicate
             from .distribution import pool_metric_matrix
 
@@ -384,14 +444,9 @@ class _Replicator:
                 -1, len(metrics), len(ks), self.pools.size)
             return np.einsum("bmkg,bg->bmk", A, self.Cpool) / self.M
         if method == base:
-            R = np.arange(1, N + 1)
-            F = np.stack([np.stack([metric_function(m, k, N)(R) for k in ks], axis=-1) for m in metrics], axis=1)
+            F = np.moveaxis(_metric_values(metrics, ks, N, np.arange(1, N + 1)), -1, 0)
             return (Pmat @ F.reshape(N, -1)).reshape(-1, len(metrics), len(ks))
-        key = _prior_key(base, dist_kw)
-        out = np.empty((self.C.shape[0], len(metrics), len(ks)))
-        for b in range(self.C.shape[0]):
-            out[b] = _estimate(self._ranks(b), N, n, metrics, ks, method, params, {key: Pmat[b]}, self._pools(b))
-        return out
+        return self.each(method, params, key, Pmat)
 
 
 def _thread_map(fn, items, n_jobs: int) -> list:
@@ -430,17 +485,31 @@ def _grid_in_use(grid, N, n, ks) -> bool:
     return resolve_grid(grid, N, n, ks) is not None
 
 
-def _ks(k):
-    from . import _ks as ks_
-
-    return ks_(k)
-
-
-def _finish(est, reps, confidence, n_boot, method, seq):
-    lo, hi = percentile_interval(reps, confidence, axis=0)
+def _metric_estimate(est, lo, hi, confidence, n_boot, method, seq) -> MetricEstimate:
+    """A :class:`MetricEstimate` over the cut-offs (``seq``) or, for one cut-off, of plain floats."""
+    est = np.atleast_1d(np.asarray(est, dtype=np.float64))
     if seq:
-        return MetricEstimate(np.asarray(est, dtype=np.float64), lo, hi, confidence, n_boot, method)
-    return MetricEstimate(float(est), float(lo[0]), float(hi[0]), confidence, n_boot, method)
+        return MetricEstimate(est, lo, hi, confidence, n_boot, method)
+    return MetricEstimate(float(est[0]), float(lo[0]), float(hi[0]), confidence, n_boot, method)
+
+
+def _finish(est, reps, confidence, n_boot, method, seq) -> MetricEstimate:
+    """The estimate with the percentile interval of its replicates (n_boot, n_ks)."""
+    return _metric_estimate(est, *percentile_interval(reps, confidence, axis=0), confidence, n_boot, method, seq)
+
+
+def _comparison(reps_a, reps_b, est_a, est_b, confidence, n_boot, method, paired, seq) -> ModelComparison:
+    """The :class:`ModelComparison` of two models from their replicates (n_boot, n_ks): the difference
+    of the estimates, the percentile interval and bootstrap p-value of the replicates' difference."""
+    d = reps_a - reps_b
+    lo, hi = percentile_interval(d, confidence, axis=0)
+    p = bootstrap_p_value(d, axis=0)
+    ea, eb = (np.atleast_1d(np.asarray(e, dtype=np.float64)) for e in (est_a, est_b))
+    diff = ea - eb
+    if seq:
+        return ModelComparison(diff, lo, hi, np.asarray(p), ea, eb, confidence, n_boot, method, paired)
+    return ModelComparison(float(diff[0]), float(lo[0]), float(hi[0]), float(p[0]), float(ea[0]), float(eb[0]),
+                           confidence, n_boot, method, paired)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,35 +542,25 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     r"""As :func:`itemsampling.estimators.estimate_metrics` (``{method: {metric: ...}}``), each
     value a :class:`MetricEstimate`. All methods see the *same* bootstrap replicates, and a prior
     learnt in a replicate is shared by every method and metric that uses it in that replicate."""
-    from . import METHODS, _route, estimate_metric, estimate_metrics
+    from . import _ks, _route, estimate_metric, estimate_metrics
 
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     gen = as_rng(rng)
     r, N, sizes, pools = _check_input(sampled_ranks, n_items, sample_size)
-    metrics_l = [metrics] if isinstance(metrics, str) else list(metrics)
-    methods_l = [methods] if isinstance(methods, str) else list(methods)
-    if not metrics_l:
-        raise ValueError("metrics must not be empty")
-    if not methods_l:
-        raise ValueError("methods must not be empty")
+    metrics_l, methods_l = _names(metrics, "metrics"), _names(methods, "methods")
     for m in methods_l:
-        if m not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {m!r}")
-        if not isinstance(sizes, int) and m not in PER_USER_METHODS:
-            raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, not by {m!r}")
+        _check_method(m, sizes)
     seq, ks = _ks(k)
     # the point estimate on all users (also validates every parameter)
-    size_arg = sizes if isinstance(sizes, int) else np.asarray(sizes)
     N_arg = N if pools is None else pools
     if _single:
-        est = {methods_l[0]: {metrics_l[0]: estimate_metric(r, N_arg, size_arg, metrics_l[0], k, methods_l[0],
-                                                            **params)}}
+        est = {methods_l[0]: {metrics_l[0]: estimate_metric(r, N_arg, sizes, metrics_l[0], k, methods_l[0], **params)}}
     else:
-        est = estimate_metrics(r, N_arg, size_arg, metrics_l, k, methods_l, **params)
+        est = estimate_metrics(r, N_arg, sizes, metrics_l, k, methods_l, **params)
     pair_sizes, pair_ranks, counts, _, *pp = _pair_table(r, sizes, pools)
-    C = _draw_counts(counts, n_boot, gen)
-    rep = _Replicator(N, sizes, pair_sizes, pair_ranks, C, metrics_l, ks, _check_n_jobs(None), *pp)
+    rep = _Replicator(N, sizes, pair_sizes, pair_ranks, _draw_counts(counts, n_boot, gen), metrics_l, ks,
+                      _check_n_jobs(None), *pp)
     out: dict = {}
     for meth in methods_l:
         p = params if _single else _route(meth, params)
@@ -527,14 +586,13 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     Returns a :class:`ModelComparison`: the difference, its percentile interval, the two-sided
     bootstrap p-value (:func:`bootstrap_p_value`) and whether 0 lies inside the interval.
     """
-    from . import METHODS, estimate_metric
+    from . import _ks, estimate_metric
 
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     if not isinstance(paired, (bool, np.bool_)):
         raise ValueError(f"paired must be True or False, got {paired!r}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    _check_method(method)
     gen = as_rng(rng)
     ra, N, sa, pa = _check_input(sampled_ranks_a, n_items, sample_size, "sampled_ranks_a")
     rb, _, sb, pb = _check_input(sampled_ranks_b, n_items, sample_size if sample_size_b is None else sample_size_b,
@@ -544,38 +602,16 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
                          f"{ra.size} users, sampled_ranks_b has {rb.size} (use paired=False for "
                          "independent user samples)")
     for s in (sa, sb):
-        if not isinstance(s, int) and method not in PER_USER_METHODS:
-            raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, not by {method!r}")
+        _check_method(method, s)
     seq, ks = _ks(k)
     est_a = estimate_metric(ra, N if pa is None else pa, sa, metric, k, method, **params)
     est_b = estimate_metric(rb, N if pb is None else pb, sb, metric, k, method, **params)
-    ps_a, pr_a, cnt_a, inv_a, *pp_a = _pair_table(ra, sa, pa)
-    ps_b, pr_b, cnt_b, inv_b, *pp_b = _pair_table(rb, sb, pb)
-    if paired:
-        from scipy import sparse
-
-        rows, inv, cnt = np.unique(np.column_stack([inv_a, inv_b]), axis=0, return_inverse=True, return_counts=True)
-        Ct = _draw_counts(cnt, n_boot, gen)
-        T = rows.shape[0]
-        Sa = sparse.csr_matrix((np.ones(T), (np.arange(T), rows[:, 0])), shape=(T, ps_a.size))
-        Sb = sparse.csr_matrix((np.ones(T), (np.arange(T), rows[:, 1])), shape=(T, ps_b.size))
-        Ca = np.asarray((Sa.T @ Ct.T).T)
-        Cb = np.asarray((Sb.T @ Ct.T).T)
-    else:
-        Ca = _draw_counts(cnt_a, n_boot, gen)
-        Cb = _draw_counts(cnt_b, n_boot, gen)
+    tables = [_pair_table(ra, sa, pa), _pair_table(rb, sb, pb)]
+    counts = _joint_counts(tables, n_boot, gen) if paired else [C for t in tables for C in _joint_counts([t], n_boot, gen)]
     jobs = _check_n_jobs(None)
-    reps_a = _Replicator(N, sa, ps_a, pr_a, Ca, [metric], ks, jobs, *pp_a).replicates(method, params)[:, 0, :]
-    reps_b = _Replicator(N, sb, ps_b, pr_b, Cb, [metric], ks, jobs, *pp_b).replicates(method, params)[:, 0, :]
-    d = reps_a - reps_b
-    lo, hi = percentile_interval(d, ci, axis=0)
-    p = bootstrap_p_value(d, axis=0)
-    diff = np.asarray(est_a, dtype=np.float64) - np.asarray(est_b, dtype=np.float64)
-    if not seq:
-        return ModelComparison(float(diff), float(lo[0]), float(hi[0]), float(p[0]), float(est_a), float(est_b),
-                               ci, n_boot, method, bool(paired))
-    return ModelComparison(diff, lo, hi, np.asarray(p), np.asarray(est_a), np.asarray(est_b), ci, n_boot,
-                           method, bool(paired))
+    reps_a, reps_b = (_Replicator(N, s, t[0], t[1], C, [metric], ks, jobs, *t[4:]).replicates(method, params)[:, 0, :]
+                      for s, t, C in zip((sa, sb), tables, counts))
+    return _comparison(reps_a, reps_b, est_a, est_b, ci, n_boot, method, bool(paired), seq)
 
 
 @dataclass(frozen=True)
@@ -603,6 +639,16 @@ class ModelsBootstrap:
     replicates: dict
 
 
+def _per_model(value, models, name: str) -> dict:
+    """``{model: value}``: a dict must hold every model, any other value serves them all."""
+    if not isinstance(value, dict):
+        return {m: value for m in models}
+    missing = [m for m in models if m not in value]
+    if missing:
+        raise ValueError(f"{name} has no entry for model(s) {missing}")
+    return dict(value)
+
+
 def _user_groups(models, n_users, users, paired):
     """Groups of models whose users are the same (resampled jointly), with, per model, the index
     array putting its users in the group's common order."""
@@ -618,9 +664,7 @@ def _user_groups(models, n_users, users, paired):
                                  f"{sizes} (use paired=False for independent user samples)")
             return [list(models)], {m: None for m in models}
         return [[m] for m in models], {m: None for m in models}
-    missing = [m for m in models if m not in users]
-    if missing:
-        raise ValueError(f"users has no entry for model(s) {missing}")
+    users = _per_model(users if isinstance(users, dict) else {}, models, "users")
     groups: list = []
     keys: list = []
     order: dict = {}
@@ -702,76 +746,48 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
     :func:`compare_estimates` bootstraps, without refitting either model. Point estimates are
     those of :func:`~itemsampling.estimators.estimate_metrics` (identical to today's).
     """
-    from scipy import sparse
-
-    from . import METHODS, estimate_metrics
+    from . import _ks, estimate_metrics
 
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     n_jobs = _check_n_jobs(n_jobs)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    _check_method(method)
     if not isinstance(ranks, dict) or not ranks:
         raise ValueError("ranks must be a non-empty dict {model: sampled ranks}")
     models = list(ranks)
-    metrics_l = [metrics] if isinstance(metrics, str) else list(metrics)
-    if not metrics_l:
-        raise ValueError("metrics must not be empty")
-    if isinstance(sample_size, dict):
-        missing = [m for m in models if m not in sample_size]
-        if missing:
-            raise ValueError(f"sample_size has no entry for model(s) {missing}")
-        size_of = dict(sample_size)
-    else:
-        size_of = {m: sample_size for m in models}
+    metrics_l = _names(metrics, "metrics")
+    size_of = _per_model(sample_size, models, "sample_size")
     gen = as_rng(rng)
-    if isinstance(n_items, dict):
-        missing = [m for m in models if m not in n_items]
-        if missing:
-            raise ValueError(f"n_items has no entry for model(s) {missing}")
+    items_of = _per_model(n_items, models, "n_items")
     data, Ns = {}, []
     for m in models:
-        r, Nm, s, pools = _check_input(ranks[m], n_items[m] if isinstance(n_items, dict) else n_items, size_of[m],
-                                       f"ranks[{m!r}]", "sample_size")
-        if not isinstance(s, int) and method not in PER_USER_METHODS:
-            raise ValueError(f"per-user sample sizes are supported by methods {PER_USER_METHODS}, not by {method!r}")
+        r, Nm, s, pools = _check_input(ranks[m], items_of[m], size_of[m], f"ranks[{m!r}]", "sample_size")
+        _check_method(method, s)
         data[m] = (r, s, pools)
         Ns.append(Nm)
     N = max(Ns)  # the common grid of rank fractions: the largest catalogue (pool) of any model
-    if len(set(Ns)) > 1:
-        for m in models:  # every model's users on that grid, each in its own catalogue
-            r, s, pools = data[m]
-            data[m] = (r, s, np.full(r.size, Ns[models.index(m)], dtype=np.int64) if pools is None else pools)
     seq, ks = _ks(k)
     groups, order = _user_groups(models, {m: data[m][0].size for m in models}, users, paired)
-    for m in models:  # put every group's users in one common order
-        if order[m] is not None:
-            r, s, pools = data[m]
-            data[m] = (r[order[m]], s if isinstance(s, int) else s[order[m]], None if pools is None else pools[order[m]])
-    est = {m: estimate_metrics(data[m][0], N if data[m][2] is None else data[m][2],
-                               data[m][1] if isinstance(data[m][1], int) else np.asarray(data[m][1]),
-                               metrics_l, k, [method], **params)[method] for m in models}
+    for m, Nm in zip(models, Ns):
+        r, s, pools = data[m]
+        if pools is None and len(set(Ns)) > 1:  # every model's users on that grid, each in its own catalogue
+            pools = np.full(r.size, Nm, dtype=np.int64)
+        if order[m] is not None:  # put every group's users in one common order
+            o = order[m]
+            r, s, pools = r[o], s if isinstance(s, int) else s[o], None if pools is None else pools[o]
+        data[m] = (r, s, pools)
+    est = {m: estimate_metrics(data[m][0], N if data[m][2] is None else data[m][2], data[m][1], metrics_l, k,
+                               [method], **params)[method] for m in models}
     reps: dict = {}
     for group in groups:
-        tables = {m: _pair_table(*data[m]) for m in group}
-        if len(group) == 1:
-            C = {group[0]: _draw_counts(tables[group[0]][2], n_boot, gen)}
-        else:  # one joint draw over the distinct tuples of the models' pairs
-            rows, cnt = np.unique(np.column_stack([tables[m][3] for m in group]), axis=0, return_counts=True)
-            Ct = _draw_counts(cnt, n_boot, gen)
-            T = rows.shape[0]
-            C = {}
-            for col, m in enumerate(group):
-                S = sparse.csr_matrix((np.ones(T), (np.arange(T), rows[:, col])), shape=(T, tables[m][0].size))
-                C[m] = np.asarray((S.T @ Ct.T).T)
-        for m in group:
-            ps, pr, _, _, *pp = tables[m]
+        tables = [_pair_table(*data[m]) for m in group]
+        for m, (ps, pr, _, _, *pp), C in zip(group, tables, _joint_counts(tables, n_boot, gen)):
             if progress is not None:
                 progress(f"[{models.index(m) + 1}/{len(models)}] {m}: {data[m][0].size:,} users, {method} with a "
                          f"{n_boot}-replicate user bootstrap" + (f" (resampled jointly with {len(group) - 1} other "
                                                                   "model(s) on the same users)" if len(group) > 1 else "")
                          + " ...")
-            reps[m] = _Replicator(N, data[m][1], ps, pr, C[m], metrics_l, ks, n_jobs, *pp).replicates(method, params)
+            reps[m] = _Replicator(N, data[m][1], ps, pr, C, metrics_l, ks, n_jobs, *pp).replicates(method, params)
     estimates = {m: {metric: _finish(est[m][metric], reps[m][:, i, :], ci, n_boot, method, seq)
                      for i, metric in enumerate(metrics_l)} for m in models}
     group_of = {m: g for g, members in enumerate(groups) for m in members}
@@ -779,17 +795,7 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
     for ia, a in enumerate(models):
         for b in models[ia + 1:]:
             same = group_of[a] == group_of[b] and len(groups[group_of[a]]) > 1
-            out = {}
-            for i, metric in enumerate(metrics_l):
-                d = reps[a][:, i, :] - reps[b][:, i, :]
-                lo, hi = percentile_interval(d, ci, axis=0)
-                p = bootstrap_p_value(d, axis=0)
-                ea, eb = np.atleast_1d(est[a][metric]), np.atleast_1d(est[b][metric])
-                diff = ea - eb
-                if seq:
-                    out[metric] = ModelComparison(diff, lo, hi, np.asarray(p), ea, eb, ci, n_boot, method, same)
-                else:
-                    out[metric] = ModelComparison(float(diff[0]), float(lo[0]), float(hi[0]), float(p[0]),
-                                                  float(ea[0]), float(eb[0]), ci, n_boot, method, same)
-            comparisons[(a, b)] = out
+            comparisons[(a, b)] = {metric: _comparison(reps[a][:, i, :], reps[b][:, i, :], est[a][metric],
+                                                       est[b][metric], ci, n_boot, method, same, seq)
+                                   for i, metric in enumerate(metrics_l)}
     return ModelsBootstrap(estimates, comparisons, groups, reps)

@@ -52,6 +52,13 @@ Per-user catalogue sizes (``n_items`` one :math:`N_u` per user, the model of :mo
 the posterior lives on the common grid of rank fractions of the largest pool and is free of the
 pool (with replacement); each user keeps its pool, so :math:`T(R^*) = \frac1M\sum_u
 F_{N_u}(R_u(R^*_u))` and the replicate estimates see every user's :math:`N_u`.
+
+What the module holds: the posterior (:func:`rank_posterior`, :func:`posterior_metric_moments`),
+the draws of :math:`(R^*, r^*)`, and :func:`conditional_metrics`. The input check, the table of
+distinct pairs and the estimates on the replicates' histograms are the user bootstrap's
+(:mod:`.bootstrap`: ``_check_input``, ``_pair_table``, ``_Replicator``), so both targets run every
+estimator through the same code; :func:`itemsampling.estimators.estimate_metric` calls this module
+for ``target="test-users"``.
 """
 
 from __future__ import annotations
@@ -59,10 +66,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from .._validation import as_float_array, as_rng, check_bool, check_int, check_ranks
-from ..metrics import canonical_metric, metric_function
-from .bootstrap import MetricEstimate, check_confidence
-from .distribution import check_sampled_ranks
+from .._validation import as_float_array, as_rng, check_bool, check_int
+from ..metrics import canonical_metric
+from .bootstrap import MetricEstimate, _check_input, _metric_values, _pair_table, check_confidence
 
 __all__ = ["TARGETS", "check_target", "rank_posterior", "posterior_metric_moments", "conditional_metric",
            "conditional_metrics"]
@@ -73,18 +79,18 @@ TARGETS = ("population", "test-users")
 
 def check_target(target) -> str:
     """``target`` must be one of :data:`TARGETS`; a clear ``ValueError`` otherwise."""
-    if not isinstance(target, str) or target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-    return target
+    if isinstance(target, str) and target in TARGETS:
+        return target
+    raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
 
 
 def _pairs(sampled_ranks, n_items, sample_size):
-    r = check_ranks(sampled_ranks, "sampled_ranks")
-    N = check_int(int(np.max(n_items)) if np.ndim(n_items) else n_items, "n_items", low=2)
-    r, n = check_sampled_ranks(r, N, sample_size, size_name="sample_size")
-    sizes = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else np.asarray(n, dtype=np.int64)
-    rows, counts = np.unique(np.column_stack([sizes, r]), axis=0, return_counts=True)
-    return N, n, r, rows[:, 0].copy(), rows[:, 1].copy(), counts.astype(np.float64)
+    """The validated input as the user bootstrap takes it (:func:`.bootstrap._check_input`) with its
+    table of distinct ``(n_u, r_u)`` pairs: ``(N, n, r, pair sizes, pair ranks, counts, each user's
+    pair, pools)``, ``N`` the largest catalogue and ``pools`` the per-user ones or ``None``."""
+    r, N, n, pools = _check_input(sampled_ranks, n_items, sample_size)
+    ps, pr, counts, inverse = _pair_table(r, n)
+    return N, n, r, ps, pr, counts.astype(np.float64), inverse, pools
 
 
 def rank_posterior(prior, n_items, pair_sizes, pair_ranks, replacement: bool = True) -> np.ndarray:
@@ -114,10 +120,9 @@ def posterior_metric_moments(sampled_ranks, n_items, sample_size, prior, metrics
     if np.ndim(n_items) > 0 and np.ptp(np.asarray(n_items)) > 0:
         raise ValueError("posterior_metric_moments takes one n_items; per-user catalogue sizes are taken by "
                          "conditional_metrics (estimate_metric(..., target='test-users'))")
-    N, _, r, ps, pr, cnt = _pairs(sampled_ranks, n_items, sample_size)
+    N, _, r, ps, pr, cnt, _, _ = _pairs(sampled_ranks, n_items, sample_size)
     post = rank_posterior(prior, N, ps, pr, replacement)          # (N, J)
-    R = np.arange(1, N + 1)
-    Fs = np.array([[metric_function(m, k, N)(R) for k in ks] for m in metrics])  # (n_metrics, n_ks, N)
+    Fs = _metric_values(metrics, ks, N, np.arange(1, N + 1))     # (n_metrics, n_ks, N)
     mean_j = Fs @ post                                              # (n_metrics, n_ks, J)
     var_j = np.maximum((Fs ** 2) @ post - mean_j ** 2, 0.0)
     M = float(r.size)
@@ -177,69 +182,36 @@ def _pool_draws(post, col, g, Fp, n, n_boot, replacement, rng):
 
 def _replicate_estimates(S, N, n, metrics, ks, method, params, pools=None):
     """The estimate of ``method`` on every row of ``S`` (histograms of sampled ranks 1..n):
-    (n_boot, n_metrics, n_ks). Histogram-linear methods in one product; EM-MLE on all rows at
-    once (:func:`~.bootstrap.batch_em`); every other method replicate by replicate. With per-user
-    pools (``pools`` the G distinct sizes) ``S`` is (n_boot, G, n)."""
-    from . import _route, estimate_metrics
-    from .corrected import CORRECTION_METHODS, corrected_metrics
-    from .distribution import cached_kernel, pool_metric_matrix
+    (n_boot, n_metrics, n_ks), by the machinery of the user bootstrap (:class:`.bootstrap._Replicator`
+    on the table of pairs ``(n, r)``, r = 1..n): histogram-linear methods in one product; EM-MLE on
+    all rows at once (:func:`~.bootstrap.batch_em`); every other method replicate by replicate. With
+    per-user pools (``pools`` the G distinct sizes) ``S`` is (n_boot, G, n), one pair ``(N_g, n, r)``
+    per pool and rank."""
+    from . import _route, _split
+    from .bootstrap import _grid_in_use, _Replicator
+    from .corrected import CORRECTION_METHODS
+    from .distribution import pool_metric_matrix
 
-    B, M = S.shape[0], float(S[0].sum())
     own = _route(method, params)
-    if pools is not None and method != "sampled":
-        if method in CORRECTION_METHODS and own.get("grid") in (None, False):
-            kw = {k2: v for k2, v in own.items() if k2 != "grid"}
-            if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
-                kw["n_users"] = int(M)
-            Fh = corrected_metrics(list(metrics), ks, N, n, method, pools=pools, **kw)  # (n, m, k, G)
-            return np.einsum("bgr,rmkg->bmk", S, Fh) / M
-        mle_opts = dict(own.get("mle", {}) or {})
-        mle_opts.update({k2: v for k2, v in own.items() if k2 in ("solver", "tol", "max_iter")})
-        if method == "mle" and mle_opts.get("solver", "em") == "em" and own.get("grid") in (None, False):
-            from .bootstrap import batch_em
-
-            P, _, _ = batch_em(S.sum(axis=1), cached_kernel(N, n, bool(own.get("replacement", True))),
-                               tol=mle_opts.get("tol", 1e-6), max_iter=mle_opts.get("max_iter", 10_000))
-            A = np.einsum("bN,Nmkg->bmkg", P / P.sum(axis=1, keepdims=True), pool_metric_matrix(metrics, ks, N, pools))
-            return np.einsum("bmkg,bg->bmk", A, S.sum(axis=2)) / M
-        out = np.empty((B, len(metrics), len(ks)))
-        r_support, p_support = np.tile(np.arange(1, n + 1), pools.size), np.repeat(pools, n)
-        for b in range(B):
-            c = S[b].reshape(-1).astype(np.int64)
-            est = estimate_metrics(np.repeat(r_support, c), np.repeat(p_support, c), n, metrics, ks, [method],
-                                   **params)[method]
-            out[b] = np.array([np.atleast_1d(est[m]) for m in metrics])
-        return out
-    if pools is not None:
-        S = S.sum(axis=1)
-    replacement = own.get("replacement", True)
-    r_support = np.arange(1, n + 1)
-    if method == "sampled":
-        Fh = np.stack([[metric_function(m, k, n)(r_support) for k in ks] for m in metrics], axis=-1)
-        Fh = np.moveaxis(Fh, -1, 0)  # (n, n_metrics, n_ks)
-        return (S @ Fh.reshape(n, -1) / M).reshape(B, len(metrics), len(ks))
-    if method in CORRECTION_METHODS and own.get("grid") in (None, False):
-        kw = {k2: v for k2, v in own.items() if k2 != "grid"}
-        if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
-            kw["n_users"] = int(M)
-        Fh = np.asarray(corrected_metrics(list(metrics), ks, N, n, method, **kw))  # (n, n_metrics, n_ks)
-        return (S @ Fh.reshape(n, -1) / M).reshape(B, len(metrics), len(ks))
-    mle_opts = dict(own.get("mle", {}) or {})
-    mle_opts.update({k2: v for k2, v in own.items() if k2 in ("solver", "tol", "max_iter")})
-    if method == "mle" and mle_opts.get("solver", "em") == "em" and own.get("grid") in (None, False):
-        from .bootstrap import batch_em
-
-        K = cached_kernel(N, n, bool(replacement))
-        P, _, _ = batch_em(S, K, tol=mle_opts.get("tol", 1e-6), max_iter=mle_opts.get("max_iter", 10_000))
-        R = np.arange(1, N + 1)
-        Fs = np.array([[metric_function(m, k, N)(R) for k in ks] for m in metrics])  # (n_metrics, n_ks, N)
-        return np.einsum("bN,mkN->bmk", P / P.sum(axis=1, keepdims=True), Fs)
-    out = np.empty((B, len(metrics), len(ks)))
-    for b in range(B):
-        rb = np.repeat(r_support, S[b].astype(np.int64))
-        est = estimate_metrics(rb, N, n, metrics, ks, [method], **params)[method]
-        out[b] = np.array([np.atleast_1d(est[m]) for m in metrics])
-    return out
+    corr, dist = _split(own)
+    corr.pop("grid", None)
+    if pools is not None and method == "sampled":  # the sampled metric is free of the pools
+        S, pools = S.sum(axis=1), None
+    G = 1 if pools is None else pools.size
+    rep = _Replicator(N, n, np.full(G * n, n), np.tile(np.arange(1, n + 1), G), S.reshape(S.shape[0], -1),
+                      list(metrics), ks, 1, None if pools is None else np.repeat(pools, n))
+    if method in ("sampled", "rank_estimate") or not _grid_in_use(own.get("grid"), N, n, ks):
+        if method in CORRECTION_METHODS and pools is not None:
+            return np.einsum("bgr,rmkg->bmk", S, rep.corrected(method, corr)) / rep.M  # Fh (n, m, k, G)
+        if method == "mle" and own.get("solver", "em") == "em":  # the bootstrap's batched EM, this module's sums
+            P = rep.prior("mle", dist, corr.get("replacement", True))[1]
+            if pools is None:
+                return np.einsum("bN,mkN->bmk", P, _metric_values(metrics, ks, N, np.arange(1, N + 1)))
+            A = np.einsum("bN,Nmkg->bmkg", P, pool_metric_matrix(metrics, ks, N, pools))
+            return np.einsum("bmkg,bg->bmk", A, rep.Cpool) / rep.M
+        if method in CORRECTION_METHODS + ("sampled",):
+            return rep.replicates(method, own)
+    return rep.each(method, own)
 
 
 def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci: float = 0.95,
@@ -257,7 +229,7 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
     ``solver``/``tol``/``max_iter`` given to an MLE method (package defaults otherwise).
     """
     from . import _check_options, _ks, estimate_metrics, estimate_rank_distribution
-    from .bootstrap import _check_n_boot
+    from .bootstrap import _check_n_boot, _metric_estimate
 
     conf = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
@@ -269,7 +241,7 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
     points = estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, **params)
     _check_options(params, methods)
     seq, ks = _ks(k)
-    N, n, r, ps, pr, cnt = _pairs(sampled_ranks, n_items, sample_size)
+    N, n, r, ps, pr, cnt, col, pools = _pairs(sampled_ranks, n_items, sample_size)
     if not isinstance(n, int):
         raise ValueError("target='test-users' needs one sample_size for every user; with per-user sample sizes "
                          "(adaptive sampling) use target='population'")
@@ -280,19 +252,16 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
                    dtype=np.float64)
     P = P / P.sum()
     post = rank_posterior(P, N, ps, pr, replacement)
-    R = np.arange(1, N + 1)
-    pools = None
-    if np.ndim(n_items) > 0 and np.ptp(np.asarray(n_items)) > 0:  # per-user pools: draws per pool
+    if pools is not None:  # per-user pools: draws per pool, each user's pair col[u]
         from .distribution import pool_metric_matrix
 
-        pools, g = np.unique(np.asarray(n_items, dtype=np.int64), return_inverse=True)
-        col, g = np.searchsorted(pr, r), g.reshape(-1)  # each user's pair (one n: the sorted distinct ranks)
+        pools, g = np.unique(pools, return_inverse=True)
         Fp = pool_metric_matrix(metrics, ks, N, pools)                              # (N, m, k, G)
-        T_star, S = _pool_draws(post, col, g, Fp, n, n_boot, replacement, gen)
+        T_star, S = _pool_draws(post, col, g.reshape(-1), Fp, n, n_boot, replacement, gen)
         Fs = np.moveaxis(Fp, 0, -1).reshape(len(metrics), len(ks), -1)  # F over every pool: its range
     else:
         H = _posterior_draws(post, cnt, n_boot, gen)                       # (B, N) global ranks R*
-        Fs = np.array([[metric_function(m, kk, N)(R) for kk in ks] for m in metrics])
+        Fs = _metric_values(metrics, ks, N, np.arange(1, N + 1))
         T_star = np.einsum("bN,mkN->bmk", H, Fs) / r.size                  # T(R*)
         S = _sampled_histograms(H, N, n, n_boot, replacement, gen)          # r* | R*
     z = float(stats.norm.ppf(0.5 + conf / 2))
@@ -305,10 +274,7 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
             est = np.atleast_1d(np.asarray(points[meth][m], dtype=np.float64))
             # clipped to the range of F over 1..N: T lies there whatever the estimate
             lo, hi = np.maximum(est - half[i], Fs[i].min(axis=1)), np.minimum(est + half[i], Fs[i].max(axis=1))
-            if seq:
-                out[meth][m] = MetricEstimate(est, lo, hi, conf, n_boot, meth)
-            else:
-                out[meth][m] = MetricEstimate(float(est[0]), float(lo[0]), float(hi[0]), conf, n_boot, meth)
+            out[meth][m] = _metric_estimate(est, lo, hi, conf, n_boot, meth, seq)
     return out
 
 
