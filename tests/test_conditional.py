@@ -121,3 +121,38 @@ def test_default_target_is_the_population_bootstrap():
     assert (default.low, default.high) == (boot.low, boot.high)
     # without ci the target changes nothing but is still validated
     assert estimate_metric(r, 300, 20, "ndcg", 10, "bv", target="test-users", gamma=0.1) == default.estimate
+
+
+def test_joint_call_equals_single_calls_for_every_method():
+    """Several metrics and cut-offs in one call give each (metric, k) the interval of its own
+    call: the sampled metric's replicate table was once laid out (metric, k, rank) but read as
+    (rank, metric, k), mixing metrics with ranks."""
+    N, n = 80, 12
+    g = np.random.default_rng(4)
+    R, P = _population(N)
+    r = sample_ranks(g.choice(R, 300, p=P), N, n, rng=g)
+    joint = conditional_metrics(r, N, n, ["recall", "ndcg"], [3, 6], ["sampled", "mle"], ci=0.9, n_boot=30, rng=2)
+    for meth in ("sampled", "mle"):
+        for metric in ("recall", "ndcg"):
+            one = conditional_metrics(r, N, n, [metric], [3, 6], [meth], ci=0.9, n_boot=30, rng=2)[meth][metric]
+            both = joint[meth][metric]
+            np.testing.assert_array_equal(both.estimate, one.estimate)
+            np.testing.assert_array_equal(both.low, one.low)
+            np.testing.assert_array_equal(both.high, one.high)
+    s = joint["sampled"]["recall"]  # the sampled metric's values, not another metric's
+    assert np.all((s.low <= s.estimate) & (s.estimate <= s.high))
+    assert np.all(np.diff(s.estimate) >= 0)  # Recall@3 <= Recall@6
+
+
+def test_options_go_to_the_methods_that_use_them():
+    """gamma goes to BV_MLE and eta to MES in one call, as in the population bootstrap."""
+    N, n = 80, 12
+    g = np.random.default_rng(5)
+    R, P = _population(N)
+    r = sample_ranks(g.choice(R, 300, p=P), N, n, rng=g)
+    out = conditional_metrics(r, N, n, ["recall"], 5, ["mes", "bv_mle"], ci=0.9, n_boot=20, rng=1, gamma=0.1,
+                              eta=0.01)
+    alone = conditional_metrics(r, N, n, ["recall"], 5, ["bv_mle"], ci=0.9, n_boot=20, rng=1, gamma=0.1)
+    assert out["bv_mle"]["recall"].estimate == pytest.approx(alone["bv_mle"]["recall"].estimate, rel=1e-12)
+    assert out["mes"]["recall"].estimate == pytest.approx(
+        estimate_metric(r, N, n, "recall", 5, "mes", eta=0.01), rel=1e-12)
