@@ -340,3 +340,23 @@ def test_banded_solve_refuses_singular_systems_and_bad_solver():
     grid = G.rank_grid(500, 50)
     with pytest.raises(ValueError, match="solver must be"):
         G.grid_corrected_metrics(["recall"], [10], grid, 50, "bv", gamma=0.1, solver="sparse")
+
+
+def test_running_sums_split_the_cell_holding_a_cut_off():
+    """The BV / MN right-hand sides on cells, K^T W F_k, read by running sums over the kernel's row
+    blocks, with the cell holding a cut-off k contributing its ranks up to k only, equal the direct
+    product with the cell means of F_k (the cell sums of grid_metric)."""
+    N_, n_ = 30_000, 200
+    g = G.rank_grid(N_, n_)  # no breaks: these cut-offs fall inside wide cells
+    ks = [1500, 2001, 5000, 12345, 29_999, None]
+    cells = [int(np.searchsorted(g.lo, k, side="right")) - 1 for k in ks[:-1]]
+    assert sum(g.lo[c] < k < g.hi[c] for c, k in zip(cells, ks[:-1])) >= 3
+    p = np.random.default_rng(3).dirichlet(np.ones(g.n_cells))
+    names = ["recall", "precision", "ndcg", "ap"]
+    T = C._Targets(names, ks, N_, g)
+    rhs = T.kernel_rhs(N_, n_, True, p)
+    K = G.grid_kernel(g, n_)
+    direct = np.column_stack([K.T @ (p * G._cell_metric_sums(g, name, k) / g.widths) for name, k in T.pairs])
+    scale = np.max(np.abs(direct), axis=0)
+    assert np.all(scale > 0)
+    assert np.max(np.abs(rhs - direct) / scale) < 1e-12

@@ -14,6 +14,19 @@ repeats would leak information between them), and MN uses :math:`M` = the number
 
 One call for everything: :func:`estimate_metric`. :func:`estimate_metrics` evaluates several
 metrics and methods on one set of sampled ranks and learns each rank distribution only once.
+
+The package, in the order it builds up (each module opens with what it holds):
+
+* :mod:`.grid`: the representation. :math:`P(R)` on a :class:`~.grid.RankGrid` of cells of global
+  ranks (the exact grid, one cell per rank, is the dense estimator), the kernel on those cells, its
+  row blocks and their products, the sampled-rank statistics and their one validation;
+* :mod:`.distribution`: the fits (EM, CNM, WMLE, MES, BV baseline), one option table, one fit;
+* :mod:`.corrected`: the corrected metrics (rank estimate, CLS, BV, MN, MNW), one BV/MN/MNW core;
+* this module: the public entry points and the one estimate path (``_estimate``) that every caller
+  (point estimates, both bootstraps, the grid entry points) goes through;
+* :mod:`.bootstrap` and :mod:`.conditional`: intervals (user bootstrap; parametric bootstrap given
+  the test users), on replicate tables of the same estimators;
+* :mod:`.weighted`: estimators for popularity-weighted decoys (chapter 11).
 """
 
 from __future__ import annotations
@@ -25,7 +38,8 @@ import numpy as np
 from .._validation import ResolutionWarning, check_bool, check_int, check_probability_vector
 from .bootstrap import MetricEstimate, ModelComparison, bootstrap_metric, bootstrap_metrics, compare_estimates
 from ..metrics import canonical_metric, metric_function
-from .distribution import OPTIONS as _FIT_OPTIONS, PER_USER_SIZE_METHODS as _FIT_PER_USER, check_sampled_ranks
+from .distribution import OPTIONS as _FIT_OPTIONS, PER_USER_SIZE_METHODS as _FIT_PER_USER
+from .grid import check_sampled_ranks
 from .corrected import __all__ as _corrected_all
 from .corrected import (
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,

@@ -298,8 +298,8 @@ def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000)
 # ---------------------------------------------------------------------------------------------
 def _kernel_columns(N, pair_sizes, pair_ranks, replacement):
     """The kernel columns of the distinct pairs, exactly as the single-fit EM uses them: columns of
-    the cached dense kernel for one size, :func:`~.distribution.kernel_columns` for per-user sizes."""
-    from .distribution import cached_kernel, kernel_columns
+    the cached dense kernel for one size, :func:`~.grid.kernel_columns` for per-user sizes."""
+    from .grid import cached_kernel, kernel_columns
 
     if np.unique(pair_sizes).size == 1:
         return np.ascontiguousarray(cached_kernel(N, int(pair_sizes[0]), bool(replacement))[:, pair_ranks - 1])

@@ -96,8 +96,8 @@ def _pairs(sampled_ranks, n_items, sample_size):
 def rank_posterior(prior, n_items, pair_sizes, pair_ranks, replacement: bool = True) -> np.ndarray:
     r"""Posterior :math:`\Pr(R \mid r; n) \propto P(R)\,K(r\mid R; n)` of the global rank given a
     sampled rank, for each pair ``(pair_sizes[j], pair_ranks[j])``: an ``(N, J)`` array whose
-    columns sum to 1 (Bayes' rule with the kernel of :func:`~.distribution.kernel_columns`)."""
-    from .distribution import kernel_columns
+    columns sum to 1 (Bayes' rule with the kernel of :func:`~.grid.kernel_columns`)."""
+    from .grid import kernel_columns
 
     N = check_int(n_items, "n_items", low=2)
     P = as_float_array(prior, "prior")

@@ -8,6 +8,14 @@ held-out item among :math:`n` sampled items. A *corrected metric* is a vector
 .. math:: \widehat T = \frac1M \sum_u \widehat F(r_u) = \sum_{r=1}^n \tilde P(r)\,\widehat F(r)
           \;\approx\; T = \frac1M \sum_u F(R_u).
 
+What this module holds: every corrected metric, each written once. BV, MN and MNW share one
+assembly of their normal equations (``_system``) and one solve (``_solve_system``: Jacobi-scaled
+Cholesky, dense or banded, with one refusal rule); their kernel products come from the row blocks of
+:mod:`.grid` (``_banded_kernel``, ``_block_products``) over the global ranks or over the cells of a
+:class:`~itemsampling.estimators.grid.RankGrid` (``_corrected`` serves both; on cells the prior holds
+cell masses and the targets are cell means). CLS, BV with :math:`\gamma = 0` and the rank estimate
+exist on the global ranks only.
+
 Notation (the book's, see its notation page): :math:`N` items, sampled set of :math:`n` items *including* the target
 (:math:`n-1` decoys; Krichene & Rendle's :math:`m` is our :math:`n-1` and their :math:`n` our
 :math:`N`); kernel :math:`K_{R,r} = P(r \mid R)` from :mod:`itemsampling.kernel`; prior
@@ -170,13 +178,13 @@ def _widths(n_items: int, lo_bytes) -> np.ndarray:
     return (np.append(lo[1:], n_items + 1) - lo).astype(np.float64)
 
 
-def _weighted_products(n_items, sample_size, replacement, weights, Fmat, lo_bytes=None):
+def _weighted_products(n_items, sample_size, replacement, weights, Fmat, lo_bytes=None, gram=True):
     r"""Return :math:`K^\top W K`, :math:`K^\top W F` (or ``None``) and :math:`K^\top w` for
     ``W = diag(weights)`` over the global ranks, or over the cells of the grid whose first ranks are
     ``lo_bytes`` (:func:`.grid._block_products` on the row blocks of :func:`.grid._banded_kernel`)."""
     with _blas_threads(n_items, sample_size):
         return _block_products(_banded_kernel(n_items, sample_size, replacement, lo_bytes), sample_size, weights,
-                               Fmat)
+                               Fmat, gram)
 
 
 class _Targets:
@@ -626,14 +634,19 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
         return _bv_lstsq(n_items, sample_size, replacement, p, targets.matrix(), _unidentified)
 
     key = _grid_blocks_key(grid)
-    if prior is None or (grid is None and np.ptp(p) == 0.0):  # uniform over the global ranks
+    banded, K, bands, u = _banded_choice(targets.solve_grid, sample_size, replacement, solver)
+    if banded:  # never an n x n matrix: c and Lambda_1 alone, the Gram in band storage below
+        c = _weighted_products(n_items, sample_size, replacement, p, None, key, gram=False)[2]
+        colsum = _weighted_products(n_items, sample_size, replacement, widths, None, key, gram=False)[2] \
+            if method == "mn" else None
+    elif prior is None or (grid is None and np.ptp(p) == 0.0):  # uniform over the global ranks
         KtK, colsum = _prior_free(n_items, sample_size, replacement, key)
         KtDK = KtK / n_items
         c = colsum / n_items
     else:
         KtDK, _, c = _weighted_products(n_items, sample_size, replacement, p, None, key)
+        colsum = _prior_free(n_items, sample_size, replacement, key)[1] if method == "mn" else None
     rhs = targets.kernel_rhs(n_items, sample_size, replacement, p)
-    banded, K, bands, u = _banded_choice(targets.solve_grid, sample_size, replacement, solver)
 
     def gram(M):  # sum p K K^T, less (1/M) sum m K K^T for MN (m = 1 per rank, |c| per cell)
         if banded:  # the upper band, in one pass
@@ -641,8 +654,7 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
         return KtDK if M is None else KtDK - _prior_free(n_items, sample_size, replacement, key)[0] / M
 
     with _single_blas_thread() if banded else contextlib.nullcontext():
-        G, what = _system(method, g, M if method == "mn" else None, gram, c,
-                          _prior_free(n_items, sample_size, replacement, key)[1] if method == "mn" else None, banded)
+        G, what = _system(method, g, M if method == "mn" else None, gram, c, colsum, banded)
     on_grid = targets.solve_grid is not None
     return _solve_system(G, rhs, c, what, _unidentified if method == "bv" or on_grid else "raise", banded)
 

@@ -5,6 +5,14 @@ distribution, :math:`T = \sum_{R} P(R)\,F(R)` (Jin et al. Eq. 13-14; TORS Eq. 26
 enough to learn :math:`P(R)` once from the sampled ranks :math:`r_1..r_M` and read every metric
 off it.
 
+What this module holds: the fits, each written once (EM ``_em``, CNM, WMLE's weights, the MES
+Newton loop ``_mes_newton``, BV's rank-distribution baseline), the one option table
+:data:`OPTIONS` and the one fit ``_fit`` behind :func:`fit_rank_distribution`,
+:func:`~itemsampling.estimators.grid.grid_fit_rank_distribution` and the estimate path of
+:mod:`itemsampling.estimators`; the per-user catalogue-size model (pools). They work on the kernel
+and sampled-rank statistics of :mod:`.grid` (over the global ranks ``1..N``, the exact grid, or
+over the cells of a coarser :class:`~itemsampling.estimators.grid.RankGrid`).
+
 The model
 ---------
 A user whose target item sits at global rank :math:`R` produces the sampled rank :math:`r` with
@@ -133,22 +141,17 @@ __all__ = [
     "FitResult",
     "estimate_rank_distribution",
     "fit_rank_distribution",
-    "sampled_rank_histogram",
-    "sampled_rank_table",
-    "kernel_columns",
     "kernel_blocks",
     "stack_blocks",
     "mle_em_blocks",
     "mle_cnm_blocks",
     "PER_USER_SIZE_METHODS",
     "OPTIONS",
-    "check_sampled_ranks",
     "check_n_items",
     "pool_rank_map",
     "pool_metric_matrix",
     "wmle_weights",
     "mes_scale",
-    "cached_kernel",
     "mixture_log_likelihood",
     "likelihood_gradient",
     "kkt_gap",
@@ -1004,8 +1007,8 @@ def bv_rank_distribution(p_tilde, n_items: int, sample_size: int, gamma: float =
 # public entry point
 # ---------------------------------------------------------------------------------------------
 #: The one option table of the rank-distribution fits: method -> its options and their defaults
-#: (``None``: the solver's own default). Every fit entry point (:func:`fit_rank_distribution`,
-#: the per-user-size fit, :func:`itemsampling.estimators.grid.grid_fit_rank_distribution`) and
+#: (``None``: the solver's own default). The one fit ``_fit`` (behind :func:`fit_rank_distribution`,
+#: :func:`itemsampling.estimators.grid.grid_fit_rank_distribution` and the estimates) and
 #: :func:`itemsampling.estimators.estimate_metrics` read it, through :func:`_fit_options`.
 OPTIONS = {
     "mle": {"solver": "em", "tol": None, "max_iter": None},

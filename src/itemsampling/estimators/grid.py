@@ -1,12 +1,32 @@
-r"""Rank-distribution estimators and corrected metrics at catalogue scale, on a grid of global ranks.
+r"""The representation every estimator works on: the global rank distribution :math:`P(R)` on a
+grid of cells of global ranks, the sampling kernel on those cells, and the sampled-rank statistics.
 
-The dense estimators of :mod:`.distribution` and :mod:`.corrected` hold the kernel
-:math:`K_{R,r} = P(r\mid R)` for every global rank :math:`R = 1..N`: :math:`8Nn` bytes, 7.45 GiB
-at :math:`N = 10^6`, :math:`n = 1000`. But the data cannot tell global ranks apart that are much
-closer than the kernel's own width (chapter 6: :math:`P(R)` is identified no finer than about
-:math:`N/n` ranks at the top). This module represents :math:`P(R)` on a partition of
-:math:`1..N` into *cells* :math:`c = [l_c, h_c]` (:class:`RankGrid`), with :math:`P` uniform
-within each cell, and works with the cell masses :math:`w_c = \sum_{R\in c} P(R)`.
+What this module holds, and how the rest of :mod:`itemsampling.estimators` uses it:
+
+* :class:`RankGrid` / :func:`rank_grid` / :func:`resolve_grid`: a partition of :math:`1..N` into
+  *cells* :math:`c = [l_c, h_c]`, with :math:`P` uniform within each cell, so that an estimate is
+  the vector of cell masses :math:`w_c = \sum_{R\in c} P(R)`. The *exact* grid (one cell per rank)
+  is the dense estimator: every estimator below runs on it with the dense arithmetic, bit for bit.
+* the kernel :math:`\bar K_{c,r}` (:func:`grid_kernel`; one cache, of which :func:`cached_kernel`
+  is the exact grid), the columns of observed :math:`(n_u, r_u)` pairs (:func:`kernel_columns`),
+  and the kernel in row blocks restricted to their band of sampled ranks (:func:`_banded_kernel`,
+  :func:`_row_bands`) with the one routine for its products :math:`K^\top W K`, :math:`K^\top W F`,
+  :math:`K^\top w` (:func:`_block_products`);
+* the sufficient statistics of the data (:func:`sampled_rank_histogram`, :func:`sampled_rank_table`)
+  and the one validation of sampled ranks with their sample sizes (:func:`check_sampled_ranks`);
+* metrics read off cell masses (:func:`grid_metric`).
+
+Each estimator is written once, against this representation: the fits (EM, CNM, WMLE, MES) in
+:mod:`.distribution` (one fit, ``distribution._fit``), BV / MN / MNW in :mod:`.corrected` (one
+assembly ``corrected._system``, one solve ``corrected._solve_system``, products on ranks or cells),
+and the combinations in :mod:`itemsampling.estimators` (one estimate path). The functions
+:func:`grid_fit_rank_distribution`, :func:`grid_mes_dual`, :func:`grid_corrected_metrics` and
+:func:`grid_estimate_metrics` at the end are the entry points on a given grid; they call those.
+
+Why cells: the dense kernel :math:`K_{R,r} = P(r\mid R)` for every global rank :math:`R = 1..N`
+takes :math:`8Nn` bytes, 7.45 GiB at :math:`N = 10^6`, :math:`n = 1000`. But the data cannot tell
+global ranks apart that are much closer than the kernel's own width (chapter 6: :math:`P(R)` is
+identified no finer than about :math:`N/n` ranks at the top).
 
 The grid (:func:`rank_grid`)
 ----------------------------
@@ -54,21 +74,22 @@ Row :math:`c` of the grid kernel is the exact cell average
   total (:math:`3\cdot10^{-9}` at :math:`N = 10^7`, :math:`n = 1000`); cells of width 1 are exact.
   The tests compare with exact sums.
 
-Estimators on the grid
-----------------------
-* MLE / WMLE (:func:`grid_fit_rank_distribution`, Jin et al. Eq. 19-23): the mixture
-  :math:`q = \bar K^\top w` is the dense one for any :math:`P` uniform within cells, so EM and the
-  exact CNM of :mod:`.distribution` run unchanged on :math:`\bar K` (EM from the uniform
-  :math:`P`, i.e. :math:`w_c = w_c^{width}/N`). Each pass costs :math:`O(Cn)` for :math:`C` cells.
+Estimators on cells
+-------------------
+* MLE / WMLE (Jin et al. Eq. 19-23): the mixture :math:`q = \bar K^\top w` is the dense one for any
+  :math:`P` uniform within cells, so EM and the exact CNM of :mod:`.distribution` run unchanged on
+  :math:`\bar K` (EM from the uniform :math:`P`, i.e. :math:`w_c = |c|/N`). Each pass costs
+  :math:`O(Cn)` for :math:`C` cells.
 * MES (TORS Eq. 35-36): the entropy is over global ranks, :math:`H(P) = -\sum_c w_c\log(w_c/|c|)`,
   so the dual of :func:`.distribution.mes_dual` gains the cell widths as multiplicities:
   :math:`f(\mu) = \log\sum_c |c|\,e^{(\bar K_O\mu)_c} - \mu^\top\tilde P_O + \frac a4\sum_r\mu_r^2/\tilde P(r)`
   (:func:`grid_mes_dual`).
 * BV, MN and MNW corrected metrics (Krichene & Rendle Eq. 24-26; TORS Eq. 42) with a prior
-  uniform within cells (:func:`grid_corrected_metrics`): the :math:`n\times n` matrices
-  :math:`\sum_R p(R)K_RK_R^\top` become :math:`\sum_c p_c \bar K_c\bar K_c^\top` (exact for width-1
-  cells; elsewhere the within-cell covariance of the kernel, of relative size
-  :math:`O(1/(12 s^2))`, is left out), :math:`c_r` and :math:`\Lambda_1` are exact.
+  uniform within cells: the :math:`n\times n` matrices :math:`\sum_R p(R)K_RK_R^\top` become
+  :math:`\sum_c p_c \bar K_c\bar K_c^\top` (exact for width-1 cells; elsewhere the within-cell
+  covariance of the kernel, of relative size :math:`O(1/(12 s^2))`, is left out), :math:`c_r` and
+  :math:`\Lambda_1` are exact, and the right-hand sides use the cell means :math:`\bar F_c` (a cell
+  holding a cut-off :math:`K` contributes its ranks up to :math:`K` only).
 * Metrics of any :math:`K \le N` from cell masses (:func:`grid_metric`):
   :math:`\sum_c w_c \frac1{|c|}\sum_{R\in c}F(R)`, with cells split at :math:`K` and the within-cell
   sums of :math:`1/R` (digamma) and :math:`1/\log_2(R+1)` (Euler-Maclaurin on the exponential
@@ -624,7 +645,7 @@ def _blocks(K, bands):
     return [(start, stop, lo, hi, K[start:stop, lo:hi]) for start, stop, lo, hi in bands]
 
 
-def _block_products(blocks, n: int, weights, F=None):
+def _block_products(blocks, n: int, weights, F=None, gram: bool = True):
     r"""The one routine for the kernel products of the estimators: :math:`K^\top W K` (n x n,
     symmetrised), :math:`K^\top W F` (or ``None``) and :math:`K^\top w` for ``W = diag(weights)``,
     summed over row blocks ``(start, stop, lo, hi, B)`` restricted to their band of sampled ranks
@@ -632,8 +653,9 @@ def _block_products(blocks, n: int, weights, F=None):
     blocks of zero weight and rows of ``F`` that are zero (top-K metrics: rows :math:`R \le K` only).
     Cost :math:`O(N\bar b^2)` for mean band :math:`\bar b` instead of :math:`O(Nn^2)`. Used for the
     BV / MN matrices (:mod:`.corrected`) on ranks and on cells, and for the MES Hessian
-    (:mod:`.distribution`)."""
-    gram = np.zeros((n, n))
+    (:mod:`.distribution`). ``gram=False`` leaves the Gram matrix out (``None``): memory :math:`O(n)`
+    instead of :math:`O(n^2)`, for the banded BV / MN solve."""
+    G = np.zeros((n, n)) if gram else None
     rhs = None if F is None else np.zeros((n, F.shape[1]))
     nonzero_F = None if F is None else np.any(F != 0, axis=1)
     c = np.zeros(n)
@@ -642,11 +664,12 @@ def _block_products(blocks, n: int, weights, F=None):
         if not np.any(w):
             continue
         Bw = B * w[:, None]
-        gram[lo:hi, lo:hi] += B.T @ Bw
+        if gram:
+            G[lo:hi, lo:hi] += B.T @ Bw
         c[lo:hi] += Bw.sum(axis=0)
         if rhs is not None and np.any(nonzero_F[start:stop]):
             rhs[lo:hi] += Bw.T @ F[start:stop]
-    return 0.5 * (gram + gram.T), rhs, c
+    return (0.5 * (G + G.T) if gram else None), rhs, c
 
 
 _BAND_BLOCK = 16
