@@ -722,7 +722,8 @@ def _check_mes_inputs(p_tilde, K) -> tuple[np.ndarray, np.ndarray]:
 _MES_STALL_GRAD = 1e-7
 
 
-def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200, widths=None) -> FitResult:
+def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200, widths=None,
+                   check: bool = True) -> FitResult:
     r"""MES through its Lagrange dual, solved by Newton's method.
 
     Write :math:`E(q) = \sum_{r\in O}\tilde P(r)(q_r - \tilde P(r))^2` over the observed ranks
@@ -756,9 +757,10 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
     multiplicities, :math:`\log\sum_c |c|\,e^{(\bar K_O\mu)_c}`; beyond 2,000 observed sampled
     ranks its Newton system is solved inexactly by preconditioned conjugate gradients
     (:func:`_newton_cg_step`: :math:`O(Cn)` per product instead of an :math:`O(n^3)` factorisation).
-    The result then holds the cell masses.
+    The result then holds the cell masses. ``check=False`` skips the scan of the kernel's entries
+    (for a kernel this package built: :func:`_fit`).
     """
-    pt, K = _check_mes_inputs(p_tilde, K)
+    pt, K = _check_mes_inputs(p_tilde, K) if check else (np.asarray(p_tilde, dtype=np.float64), K)
     if widths is not None:
         widths = np.asarray(widths, dtype=np.float64)
         if widths.shape != (K.shape[0],) or np.any(widths < 1):
@@ -856,7 +858,7 @@ def _mes_newton(K, pt, a, tol, max_iter, logw=None, cg_above=None):
         if cg:
             step = _newton_cg_step(Kp, pi, q, reg, grad, gmax)
         else:
-            H = _block_products(_blocks(Ko, bands), Ko.shape[1], pi)[0] - np.outer(q, q) + np.diag(reg)
+            H = _block_products(_blocks(Ko, bands), Ko.shape[1], pi, sums=False)[0] - np.outer(q, q) + np.diag(reg)
             try:
                 step = -linalg.cho_solve(linalg.cho_factor(H, check_finite=False), grad, check_finite=False)
             except (linalg.LinAlgError, ValueError):
@@ -1105,7 +1107,7 @@ def _fit(r, N: int, n, method: str, replacement: bool, params: dict, grid=None) 
     a = mes_scale(opts["eta"], n, opts["eta_scaling"])
     if grid is not None:
         with _single_blas_thread():
-            return _on_grid(_mes_dual_impl(p_tilde, K, a, widths=grid.widths, **kw), grid)
+            return _on_grid(_mes_dual_impl(p_tilde, K, a, widths=grid.widths, check=False, **kw), grid)
     if opts["solver"] == "dual":
         return mes_dual(p_tilde, K, a, **kw)
     if opts["solver"] == "cvxpy":

@@ -645,7 +645,7 @@ def _blocks(K, bands):
     return [(start, stop, lo, hi, K[start:stop, lo:hi]) for start, stop, lo, hi in bands]
 
 
-def _block_products(blocks, n: int, weights, F=None, gram: bool = True):
+def _block_products(blocks, n: int, weights, F=None, gram: bool = True, sums: bool = True):
     r"""The one routine for the kernel products of the estimators: :math:`K^\top W K` (n x n,
     symmetrised), :math:`K^\top W F` (or ``None``) and :math:`K^\top w` for ``W = diag(weights)``,
     summed over row blocks ``(start, stop, lo, hi, B)`` restricted to their band of sampled ranks
@@ -654,7 +654,8 @@ def _block_products(blocks, n: int, weights, F=None, gram: bool = True):
     Cost :math:`O(N\bar b^2)` for mean band :math:`\bar b` instead of :math:`O(Nn^2)`. Used for the
     BV / MN matrices (:mod:`.corrected`) on ranks and on cells, and for the MES Hessian
     (:mod:`.distribution`). ``gram=False`` leaves the Gram matrix out (``None``): memory :math:`O(n)`
-    instead of :math:`O(n^2)`, for the banded BV / MN solve."""
+    instead of :math:`O(n^2)`, for the banded BV / MN solve; ``sums=False`` leaves :math:`K^\top w` out
+    (the MES Hessian needs the Gram matrix only)."""
     G = np.zeros((n, n)) if gram else None
     rhs = None if F is None else np.zeros((n, F.shape[1]))
     nonzero_F = None if F is None else np.any(F != 0, axis=1)
@@ -666,7 +667,8 @@ def _block_products(blocks, n: int, weights, F=None, gram: bool = True):
         Bw = B * w[:, None]
         if gram:
             G[lo:hi, lo:hi] += B.T @ Bw
-        c[lo:hi] += Bw.sum(axis=0)
+        if sums:
+            c[lo:hi] += Bw.sum(axis=0)
         if rhs is not None and np.any(nonzero_F[start:stop]):
             rhs[lo:hi] += Bw.T @ F[start:stop]
     return (0.5 * (G + G.T) if gram else None), rhs, c
