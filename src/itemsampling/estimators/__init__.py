@@ -268,7 +268,7 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
         Fh = _vectors(metrics, ks, N, n, "mn", grid, gp, prior=P, replacement=replacement, **kw)
     else:  # BV's ranks of zero prior-predictive probability are undetermined (NaN): refused if observed
         Fh = _vectors(metrics, ks, N, n, kind, grid, gp, prior=P, replacement=replacement, _unidentified="nan", **kw)
-        observed = np.unique(r) - 1
+        observed = np.flatnonzero(np.bincount(r, minlength=Fh.shape[0] + 1)[1:])  # the observed sampled ranks - 1
         if np.any(np.isnan(Fh[observed])):
             raise ValueError(f"the {base.upper()} prior gives an observed sampled rank zero probability; "
                              "BV cannot correct it")

@@ -328,6 +328,15 @@ def _check_system(G, diag, rhs, what: str) -> None:
         raise _zero_probability(what, bad)
 
 
+def _check_rcond(rcond: float, n: int, what: str,
+                 advice: str = "the prior gives some sampled ranks almost no probability") -> None:
+    """The one refusal rule of the corrected-metric systems: a reciprocal condition number (after
+    diagonal scaling) of at most ``1e3 * n * eps`` is numerically singular."""
+    if not rcond > _RCOND_FACTOR * n * np.finfo(float).eps:
+        raise ValueError(f"the {what} system is numerically singular (reciprocal condition number {rcond:.2e} "
+                         f"after diagonal scaling); {advice}")
+
+
 def _solve_spd(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
     """Solve the symmetric positive definite system ``G x = rhs`` by Jacobi-scaled Cholesky;
     refuse (ValueError) a singular or numerically singular system."""
@@ -342,10 +351,7 @@ def _solve_spd(G: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
         raise ValueError(f"the {what} system is singular (not positive definite)") from None
     anorm = np.max(np.sum(np.abs(Gs), axis=0))
     rcond, info = lapack.dpocon(cho, anorm, uplo="U")
-    if info != 0 or not rcond > _RCOND_FACTOR * n * np.finfo(float).eps:
-        raise ValueError(
-            f"the {what} system is numerically singular (reciprocal condition number {rcond:.2e} after "
-            "diagonal scaling); the prior gives some sampled ranks almost no probability")
+    _check_rcond(rcond if info == 0 else 0.0, n, what)
     y = linalg.cho_solve((cho, low), rhs * s.reshape((-1,) + (1,) * (rhs.ndim - 1)), check_finite=False)
     return y * s.reshape((-1,) + (1,) * (rhs.ndim - 1))
 
@@ -386,10 +392,7 @@ def _solve_spd_banded(S: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
 
     op = LinearOperator((n, n), matvec=solve, rmatvec=solve, matmat=solve, rmatmat=solve, dtype=np.float64)
     rcond = 1.0 / (anorm * onenormest(op)) if n > 1 else 1.0
-    if not rcond > _RCOND_FACTOR * n * np.finfo(float).eps:
-        raise ValueError(
-            f"the {what} system is numerically singular (reciprocal condition number {rcond:.2e} after "
-            "diagonal scaling); the prior gives some sampled ranks almost no probability")
+    _check_rcond(rcond, n, what)
     shape = (-1,) + (1,) * (rhs.ndim - 1)
     return solve(rhs * s.reshape(shape)) * s.reshape(shape)
 
@@ -500,10 +503,8 @@ def _bv_lstsq(n_items, sample_size, replacement, prior, Fmat, _unidentified="rai
     As = A[:, ok] / norms[ok]
     sv = linalg.svd(As, compute_uv=False, check_finite=False)
     rcond = (sv[-1] / sv[0]) ** 2 if sv.size and sv[0] > 0 else 0.0
-    if not rcond > _RCOND_FACTOR * sample_size * np.finfo(float).eps:
-        raise ValueError(
-            f"the {what} system is numerically singular (reciprocal condition number {rcond:.2e} after "
-            "diagonal scaling); least squares would return noise: use gamma > 0 (e.g. 0.01) or method 'cls'")
+    _check_rcond(rcond, sample_size, what, "least squares would return noise: use gamma > 0 (e.g. 0.01) or method "
+                 "'cls'")
     y, *_ = linalg.lstsq(As, b, lapack_driver="gelsd", check_finite=False)
     x = np.full((sample_size,) + b.shape[1:], np.nan)
     x[ok] = y / norms[ok].reshape((-1,) + (1,) * (b.ndim - 1))
@@ -791,15 +792,22 @@ def _check_corrected(corrected) -> np.ndarray:
     return Fh
 
 
-def expected_corrected_given_rank(global_ranks, n_items: int, corrected, replacement: bool = True) -> np.ndarray:
-    r""":math:`\mathbb E[\widehat F(r)\mid R] = \sum_{r=1}^n P(r\mid R)\,\widehat F(r)` for each global rank
-    (Krichene & Rendle Eq. 16 with the corrected vector; their Fig. 4, right panel, plots it against
-    :math:`R`). The sampled-set size is ``len(corrected)``."""
+def _rows_of(global_ranks, n_items, corrected, replacement):
+    """``(Fh, K, inverse, R)``: the checked corrected vector, the kernel rows of the distinct global
+    ranks (sampled-set size ``len(corrected)``), each rank's row index, and the ranks."""
     Fh = _check_corrected(corrected)
     n_items, n = check_sizes(n_items, Fh.shape[0])
     R = check_ranks(global_ranks, "global_ranks", high=n_items)
     uniq, inverse = np.unique(R, return_inverse=True)
-    return (kernel(n_items, n, replacement, uniq) @ Fh)[inverse]
+    return Fh, kernel(n_items, n, replacement, uniq), inverse, R
+
+
+def expected_corrected_given_rank(global_ranks, n_items: int, corrected, replacement: bool = True) -> np.ndarray:
+    r""":math:`\mathbb E[\widehat F(r)\mid R] = \sum_{r=1}^n P(r\mid R)\,\widehat F(r)` for each global rank
+    (Krichene & Rendle Eq. 16 with the corrected vector; their Fig. 4, right panel, plots it against
+    :math:`R`). The sampled-set size is ``len(corrected)``."""
+    Fh, K, inverse, _ = _rows_of(global_ranks, n_items, corrected, replacement)
+    return (K @ Fh)[inverse]
 
 
 def corrected_moments(global_ranks, n_items: int, corrected, replacement: bool = True):
@@ -812,12 +820,8 @@ def corrected_moments(global_ranks, n_items: int, corrected, replacement: bool =
     The sampled-set size is ``len(corrected)``. Returns floats, or arrays over the columns of a
     2-d ``corrected``.
     """
-    Fh = _check_corrected(corrected)
-    n_items, n = check_sizes(n_items, Fh.shape[0])
-    R = check_ranks(global_ranks, "global_ranks", high=n_items)
-    uniq, inverse = np.unique(R, return_inverse=True)
-    counts = np.bincount(inverse, minlength=uniq.size)
-    K = kernel(n_items, n, replacement, uniq)
+    Fh, K, inverse, R = _rows_of(global_ranks, n_items, corrected, replacement)
+    counts = np.bincount(inverse, minlength=K.shape[0])
     mean_u = K @ Fh
     var_u = np.maximum(K @ Fh**2 - mean_u**2, 0.0)
     M = R.size

@@ -942,10 +942,10 @@ def mes_primal_gap(pi, p_tilde, K, a: float) -> float:
     probability) at the multipliers a primal point implies, so that a primal solver's answer (e.g.
     :func:`mes_cvxpy`) is checked as :func:`mes_dual`'s is, instead of trusting its status.
 
-    At the optimum, the stationarity of :math:`-E(q) - a\mu^	op q` in :math:`q` gives
-    :math:`\mu_r = -2	ilde P(r)(q_r - 	ilde P(r))/a` with :math:`q = K_O^	op\pi`; the dual gradient
-    there, :math:`K_O^	op\pi(\mu) - 	ilde P_O + a\mu/(2	ilde P_O)`, reduces to
-    :math:`K_O^	op(\pi(\mu) - \pi)` with :math:`\pi(\mu) = \mathrm{softmax}(K_O\mu)`: zero exactly
+    At the optimum, the stationarity of :math:`-E(q) - a\mu^\top q` in :math:`q` gives
+    :math:`\mu_r = -2\tilde P(r)(q_r - \tilde P(r))/a` with :math:`q = K_O^\top\pi`; the dual gradient
+    there, :math:`K_O^\top\pi(\mu) - \tilde P_O + a\mu/(2\tilde P_O)`, reduces to
+    :math:`K_O^\top(\pi(\mu) - \pi)` with :math:`\pi(\mu) = \mathrm{softmax}(K_O\mu)`: zero exactly
     when :math:`\pi` is the MES optimum (TORS Eq. 36; Jin et al. Eq. 25-26)."""
     pt, Km = _check_mes_inputs(p_tilde, K)
     a = _check_positive(a, "a")

@@ -462,19 +462,17 @@ def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str
     if method == "sampled":
         Fs = np.array([metric_function(metric, kk, n_dec + 1)(1 + c) for kk in ks])   # (len(ks), M)
         est = Fs.mean(axis=1)
-        if conf is None:
-            return est if seq else float(est[0])
-        n_boot = _check_n_boot(n_boot)
-        W = as_rng(rng).multinomial(M, np.full(M, 1.0 / M), size=n_boot).astype(np.float64)
-        reps = (W @ Fs.T) / M                                                          # (B, len(ks))
     else:
         prob = _Problem(p, a, N, design, method == "uniform")
         P, R, _ = prob.fit(np.ones(M))
         est = prob.value(P, R, metric, ks)
-        if conf is None:
-            return est if seq else float(est[0])
-        n_boot = _check_n_boot(n_boot)
-        W = as_rng(rng).multinomial(M, np.full(M, 1.0 / M), size=n_boot).astype(np.float64)
+    if conf is None:
+        return est if seq else float(est[0])
+    n_boot = _check_n_boot(n_boot)
+    W = as_rng(rng).multinomial(M, np.full(M, 1.0 / M), size=n_boot).astype(np.float64)  # users drawn per replicate
+    if method == "sampled":
+        reps = (W @ Fs.T) / M                                                          # (B, len(ks))
+    else:
         from .bootstrap import batch_em
         from .distribution import _single_blas_thread
 
