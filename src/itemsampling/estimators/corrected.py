@@ -101,8 +101,7 @@ from ..kernel import kernel, kernel_cdf
 from ..metrics import canonical_metric, metric_function
 from .grid import (
     _BAND_BLOCK, _BANDED_MIN_N, _banded_kernel, _blas_threads, _block_products, _cell_metric_sums,
-    _grid_blocks_key, _range_sums,
-    _gram_band_rows, _row_bands, _single_blas_thread, grid_kernel,
+    _grid_blocks_key, _gram_band_rows, _make_grid, _range_sums, _row_bands, _single_blas_thread, grid_kernel,
 )
 
 __all__ = [
@@ -155,10 +154,8 @@ def _metric_matrix(metric: str, ks, n_items: int) -> tuple[np.ndarray, list]:
 
 
 # ---------------------------------------------------------------------------------------------
-# kernel products, chunked over global ranks
+# kernel products over row blocks, on global ranks or cells
 # ---------------------------------------------------------------------------------------------
-
-
 
 
 @functools.lru_cache(maxsize=8)
@@ -166,16 +163,12 @@ def _prior_free(n_items: int, sample_size: int, replacement: bool, lo_bytes=None
     r"""Cached prior-free products: :math:`\sum m\,K K^\top` (n x n) and the column sums
     :math:`\Lambda_1 = \sum m\,K` (n), with multiplicity :math:`m = 1` per global rank, or
     :math:`m = |c|` per cell of the grid whose first ranks are ``lo_bytes`` (:func:`.grid._banded_kernel`)."""
-    m = np.ones(n_items) if lo_bytes is None else _widths(n_items, lo_bytes)
+    m = np.ones(n_items) if lo_bytes is None else \
+        _make_grid(n_items, np.frombuffer(lo_bytes, dtype=np.int64)).widths.astype(np.float64)
     gram, _, colsum = _weighted_products(n_items, sample_size, replacement, m, None, lo_bytes)
     gram.flags.writeable = False
     colsum.flags.writeable = False
     return gram, colsum
-
-
-def _widths(n_items: int, lo_bytes) -> np.ndarray:
-    lo = np.frombuffer(lo_bytes, dtype=np.int64)
-    return (np.append(lo[1:], n_items + 1) - lo).astype(np.float64)
 
 
 def _weighted_products(n_items, sample_size, replacement, weights, Fmat, lo_bytes=None, gram=True):
@@ -431,8 +424,8 @@ def _bv_mn_args(method: str, gamma, n_users):
 
 
 def _system(kind: str, g: float, M, gram, c, colsum, banded: bool = False):
-    r"""The one assembly of the BV, MNW and MN normal equations from the kernel products, for the
-    dense kernel (:func:`_corrected`) and for the grid (:func:`.grid.grid_corrected_metrics`) alike.
+    r"""The one assembly of the BV, MNW and MN normal equations from the kernel products, on the
+    global ranks and on the cells of a grid alike (:func:`_corrected`).
 
     With weights :math:`p` (the prior, per rank or per cell) and multiplicities :math:`m` (1 per
     rank, :math:`|c|` per cell), ``gram(M)`` returns :math:`\sum p\,K K^\top` (``M=None``) or
@@ -601,7 +594,7 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
                solver="dense"):
     """Solve for every (metric, cut-off) pair of ``targets``: over the global ranks, or over the cells
     of ``targets.grid`` (``prior`` then holds cell masses; BV with gamma > 0, MN and MNW only; the
-    ``solver`` rule of :func:`.grid.grid_corrected_metrics`)."""
+    ``solver`` rule of :func:`_corrected_on_grid`)."""
     grid = targets.grid
     pairs = targets.pairs
     if method == "rank_estimate":

@@ -212,15 +212,9 @@ class FitResult:
     grid: object = None
 
 
-
-
 # ---------------------------------------------------------------------------------------------
-# inputs
+# the weights of WMLE and MES
 # ---------------------------------------------------------------------------------------------
-
-
-
-
 
 
 def wmle_weights(sample_size: int, weight: str = "ndcg", C: float = 10.0) -> np.ndarray:
@@ -255,8 +249,6 @@ def mes_scale(eta: float, sample_size: int, eta_scaling: str = "tors") -> float:
     if eta_scaling == "quadratic":
         return eta * (100.0 / sample_size) ** 2
     raise ValueError(f"eta_scaling must be 'tors', 'aaai' or 'quadratic', got {eta_scaling!r}")
-
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,10 +511,6 @@ def _mle_cnm_impl(counts, K, tol: float = 1e-9, max_iter: int = 1000) -> FitResu
 # ---------------------------------------------------------------------------------------------
 
 
-
-
-
-
 def kernel_blocks(n_items: int, sizes, ranks, counts, replacement: bool = True, support=None):
     r"""The EM / CNM input of adaptive sampling: one block ``(K_b, c_b)`` per distinct sample size
     :math:`n_b`, where ``K_b`` holds the kernel columns :math:`P(r \mid R; n_b)` of the sampled
@@ -702,10 +690,6 @@ def mes_objective(pi, p_tilde, K, a: float) -> float:
     return a * _entropy(np.asarray(pi, dtype=np.float64)) - float(pt @ (q - pt) ** 2)
 
 
-
-
-
-
 def _check_mes_inputs(p_tilde, K) -> tuple[np.ndarray, np.ndarray]:
     """The sampled-rank distribution (length n, a probability vector) and a kernel of shape (N, n)
     with finite, non-negative entries."""
@@ -773,18 +757,15 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
                       f"{gmax:.3g} > tol = {tol:g}: the result is not the MES optimum", ConvergenceWarning,
                       stacklevel=3)
     pi = pi / pi.sum()
-    if widths is None:
-        return FitResult(pi, mes_objective(pi, pt, K, a), it, converged, gmax, time.perf_counter() - start, "dual")
-    pos = pi > 0
-    H = float(-(pi[pos] @ np.log(pi[pos] / widths[pos])))
-    obj = a * H - float(pt @ (K.T @ pi - pt) ** 2)
-    return FitResult(pi, obj, it, converged, gmax, time.perf_counter() - start, "grid-dual")
+    pos = pi > 0  # the entropy over ranks: of the cells, each spread over its |c| ranks
+    H = _entropy(pi) if widths is None else float(-(pi[pos] @ np.log(pi[pos] / widths[pos])))
+    obj = a * H - float(pt @ (K.T @ pi - pt) ** 2)  # TORS Eq. 35-36 (as mes_objective)
+    return FitResult(pi, obj, it, converged, gmax, time.perf_counter() - start,
+                     "dual" if widths is None else "grid-dual")
 
 
 #: observed sampled ranks up to which the grid MES Newton system is factorised directly
 _MES_DIRECT = 2000
-
-
 
 
 def _newton_cg_step(Ko, pi, q, reg, grad, gmax):

@@ -466,9 +466,8 @@ def _grid_kernel_cached(N: int, n: int, replacement: bool, lo_bytes) -> np.ndarr
         out = np.ascontiguousarray(kernel(N, n, replacement))
         out.flags.writeable = False
         return out
-    lo = np.frombuffer(lo_bytes, dtype=np.int64)
-    hi = np.append(lo[1:] - 1, N)
-    widths = hi - lo + 1
+    cells = _make_grid(N, np.frombuffer(lo_bytes, dtype=np.int64))
+    lo, hi, widths = cells.lo, cells.hi, cells.widths
     out = np.zeros((lo.size, n))
     one = widths == 1
     chunk = max(1, int(4e6 // n))  # bounded temporaries: about 32 MB per block
