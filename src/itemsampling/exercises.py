@@ -7,6 +7,10 @@ after it, a check cell::
     check("ex-08-1", globals().get("answer_08_1"), expected=<independent computation>, digits=3)
 
 tagged ``check`` and ``remove-input`` (the book hides the computation of the expected value).
+Each ``check`` also keeps a digest of its expected value at the exercise's precision
+(:func:`answer_digest`) and, in a notebook kernel, glues it as ``exercise_digest_<label>``; the
+student notebooks check answers against these digests (:func:`check_digest`) and carry no
+computation of an expected value.
 ``check`` compares the reader's answer with the expected value, to the precision the exercise
 states ("Give it to 3 significant digits."), and says clearly whether it is right, naming the
 exercise as the book does ("Exercise 8.1"); a wrong answer is told too high / too low and
@@ -29,6 +33,7 @@ same for the executed notebook the book offers for download.
 from __future__ import annotations
 
 import ast
+import json
 import numbers
 import os
 import re
@@ -38,7 +43,10 @@ import numpy as np
 
 __all__ = ["check", "exercise_title", "digits_tolerance", "plain_markdown", "myst_markup", "glue_values", "reader_notebook",
            "WrongAnswer", "NotAnswered", "NOT_ANSWERED", "run_exercises", "classroom_notebook",
-           "write_classroom_notebooks", "executed_chapter", "chapter_namespace", "read_notebook", "exercise_start", "stub_source", "answer_names"]
+           "write_classroom_notebooks", "executed_chapter", "chapter_namespace", "read_notebook", "exercise_start",
+           "stub_source", "answer_names", "answer_name", "author_year_label", "answer_digest", "check_digest",
+           "digest_check_source", "exercise_digests", "glued_digests", "recorded_checks", "check_labels",
+           "DIGEST_GLUE_PREFIX"]
 
 NOT_ANSWERED = "not answered yet"
 
@@ -119,6 +127,7 @@ def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0, d
     ("Exercise 8.1") and never reveal the expected value: a wrong number is said to be too high or
     too low and roughly by how much, in relative terms."""
     title = exercise_title(label)
+    _record_check(label, expected, rtol, digits)
     if _is_blank(answer):
         message = f"{title}: {NOT_ANSWERED} - assign your answer in the cell above and run this cell again."
         if os.environ.get("NBGRADER_EXECUTION"):
@@ -155,17 +164,253 @@ def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0, d
     return True
 
 
+# --- digests: the student's check, without the expected value ------------------------------------
+
+DIGEST_GLUE_PREFIX = "exercise_digest_"
+_DIGEST_SALT = "itemsampling-exercise"
+_DIGEST_HEX = 16                     # 64 bits of SHA-256 per entry
+_CHECKS: dict = {}                   # label -> {"spec": ..., "expected": ...} of the checks run here
+
+
+def _sig_round(value: float, digits: int) -> tuple[int, int]:
+    """``value`` (finite, non-zero) rounded to ``digits`` significant digits as ``(m, x)`` with
+    ``value ~ m * 10**x`` and ``10**(digits-1) <= |m| < 10**digits`` (halves away from zero)."""
+    a = abs(float(value))
+    x = int(np.floor(np.log10(a))) - digits + 1
+    for _ in range(3):   # log10 may be off by one at a power of ten
+        scaled = a * 10.0 ** (-x) if x < 0 else a / 10.0 ** x
+        m = int(np.floor(scaled + 0.5))
+        if m >= 10 ** digits:
+            x += 1
+        elif m < 10 ** (digits - 1):
+            x -= 1
+        else:
+            break
+    return (m if value > 0 else -m), x
+
+
+def _number_token(value: float, digits: int | None) -> str:
+    value = float(value)
+    if not np.isfinite(value):
+        return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    if value == 0:
+        return "0"
+    if digits is None:    # exact
+        return str(int(value)) if value.is_integer() and abs(value) < 2.0 ** 63 else repr(value)
+    m, x = _sig_round(value, digits)
+    return f"{m}e{x}"
+
+
+def _number_tokens(value: float, digits: int | None) -> list[str]:
+    """The tokens an answer may match. Exactly: its own. At ``digits``: every ``digits``-digit
+    number ``m * 10**y`` within one unit of its last digit of the answer, ``|a - m 10^y| <= 10^y``
+    (at 3 digits, 0.1638 matches 0.163 and 0.164, and 0.100 matches 0.0999, 0.100 and 0.101). An answer
+    right to the stated precision, ``|a - e| <= 10^y / 2``, lies within one unit of the expected
+    value rounded, whichever side of a rounding boundary either falls on."""
+    value = float(value)
+    if digits is None or not np.isfinite(value) or value == 0:
+        return [_number_token(value, digits)]
+    sign, a = (1 if value > 0 else -1), abs(value)
+    _, x = _sig_round(a, digits)
+    tokens = []
+    for y in (x - 1, x, x + 1):
+        scaled = a * 10.0 ** (-y) if y < 0 else a / 10.0 ** y
+        low, high = int(np.ceil(scaled - 1 - 1e-9)), int(np.floor(scaled + 1 + 1e-9))
+        tokens += [f"{sign * m}e{y}" for m in range(max(low, 10 ** (digits - 1)), min(high, 10 ** digits - 1) + 1)]
+    return tokens
+
+
+def _object_token(value) -> str:
+    if isinstance(value, str):
+        return "s:" + value
+    if isinstance(value, (bool, np.bool_)):
+        return f"b:{bool(value)}"
+    return "r:" + repr(value)
+
+
+def _hash(label: str, index: int, token: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(f"{_DIGEST_SALT}|{label}|{index}|{token}".encode()).hexdigest()[:_DIGEST_HEX]
+
+
+def _is_object(expected) -> bool:
+    """Compared by equality (strings, booleans, other objects), as :func:`check` does."""
+    return isinstance(expected, (str, bool, np.bool_)) or not isinstance(
+        expected, (numbers.Number, np.ndarray, list, tuple))
+
+
+def answer_digest(label: str, expected, *, digits: int | None = None, exact: bool = False):
+    """The digest of an exercise's expected value, what the student notebook checks an answer
+    against (:func:`check_digest`): per entry, the first 16 hex digits of SHA-256 of
+    ``"itemsampling-exercise|<label>|<entry>|<token>"``, where the token is the entry rounded to
+    ``digits`` significant digits (``"164e-3"`` for 0.16421 at 3 digits), the exact number
+    (``exact=True``: ``"3706"``), or, for a string or boolean, the value itself. A string for a
+    single value, a nested list of the array's shape for an array.
+
+    The label salts it, so one exercise's digest says nothing about another's. It hides the value
+    from a reader, not from a search: a number asked to 3 significant digits is one of about ten
+    thousand candidates per decade, found by trying them all in well under a second."""
+    if _is_object(expected):
+        if digits is not None or exact:
+            raise ValueError(f"digits / exact apply to numbers, not to {type(expected).__name__}")
+        return _hash(label, 0, _object_token(expected))
+    if digits is not None:
+        digits_tolerance(1.0, digits)   # validates digits
+        if exact:
+            raise ValueError("give either digits or exact=True, not both")
+    elif not exact:
+        raise ValueError("a number's digest needs digits=d or exact=True")
+    e = np.asarray(expected, dtype=np.float64)
+    flat = [_hash(label, i, _number_token(v, digits)) for i, v in enumerate(e.ravel())]
+    if e.ndim == 0:
+        return flat[0]
+    return np.array(flat, dtype=object).reshape(e.shape).tolist()
+
+
+def _digest_precision(expected, rtol: float, digits: int | None) -> dict:
+    """How :func:`check`'s comparison carries over to the digest: ``digits`` as asked; ``rtol=0``
+    exact; another ``rtol`` as the significant digits it keeps, ``floor(-log10 rtol)``."""
+    if _is_object(expected):
+        return {}
+    if digits is not None:
+        return {"digits": int(digits)}
+    if rtol == 0:
+        return {"exact": True}
+    return {"digits": int(np.clip(np.floor(-np.log10(rtol)), 1, 15))}
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:   # pragma: no cover - IPython is a dependency of the notebooks
+        return False
+    shell = get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
+
+
+def _record_check(label: str, expected, rtol: float, digits: int | None) -> None:
+    """Keep the digest of a check's expected value (:func:`recorded_checks`) and, in a notebook
+    kernel (the book's execution, ``python -m itemsampling.run``), glue it silently as
+    ``exercise_digest_<label>``: the student notebooks are written from the glued values."""
+    try:
+        precision = _digest_precision(expected, rtol, digits)
+        spec = {"digest": answer_digest(label, expected, **precision), **precision}
+    except (TypeError, ValueError):
+        return   # an expected value with no digest (an arbitrary object): nothing to hand out
+    _CHECKS[label] = {"spec": spec, "expected": expected}
+    if _in_kernel():
+        try:
+            from myst_nb import glue
+        except ImportError:   # pragma: no cover - myst-nb is in the book's and the teach extra
+            return
+        glue(DIGEST_GLUE_PREFIX + label, json.dumps(spec), display=False)
+
+
+def recorded_checks() -> dict:
+    """``{label: {"spec": digest spec, "expected": value}}`` of the checks run in this process
+    (the spec is what :func:`check_digest` takes: ``digest`` and ``digits`` or ``exact``)."""
+    return {k: dict(v) for k, v in _CHECKS.items()}
+
+
+def glued_digests(glue: dict) -> dict:
+    """``{label: digest spec}`` from the glued values of an executed chapter (:func:`glue_values`)."""
+    out = {}
+    for name, value in (glue or {}).items():
+        if name.startswith(DIGEST_GLUE_PREFIX) and "text/plain" in value:
+            out[name[len(DIGEST_GLUE_PREFIX):]] = json.loads(ast.literal_eval(value["text/plain"]))
+    return out
+
+
+def check_digest(label: str, answer, digest, *, digits: int | None = None, exact: bool = False) -> bool:
+    """The student notebook's check: is ``answer`` right, judged against the digest of the expected
+    value (:func:`answer_digest`) instead of the value itself?
+
+    A number is rounded to ``digits`` significant digits (or taken exactly, ``exact=True``), and
+    its rounding or a neighbour of its last digit must give the digest: every answer within the
+    exercise's stated precision passes, and so may one up to one and a half units of the last
+    digit away (the price of not knowing on which side of a rounding boundary the expected value
+    lies). An array is checked entry by entry and its shape must match. A string or a boolean must
+    equal the expected one. Says, and returns, what :func:`check` does: ``True`` right, ``False``
+    not answered (under nbgrader: :class:`NotAnswered`), :class:`WrongAnswer` wrong, naming the
+    entries that are not right; it cannot tell how far off a wrong answer is."""
+    title = exercise_title(label)
+    if _is_blank(answer):
+        message = f"{title}: {NOT_ANSWERED} - assign your answer in the cell above and run this cell again."
+        if os.environ.get("NBGRADER_EXECUTION"):
+            raise NotAnswered(message)
+        print(message)
+        return False
+    if digits is not None:
+        digits_tolerance(1.0, digits)   # validates digits
+    hint, wanted = "", ""
+    if digits is None and not exact:
+        ok = isinstance(digest, str) and _hash(label, 0, _object_token(answer)) == digest
+    else:
+        wanted = (f" (the exercise asks for {digits} significant digits)" if digits is not None
+                  else " (the exercise asks for the exact value)")
+        expected_shape = np.shape(np.array(digest, dtype=object))
+        ok = False
+        if isinstance(answer, (str, bytes)):
+            hint = "a number is expected, not text"
+        else:
+            try:
+                a = np.asarray(answer, dtype=np.float64)
+            except (TypeError, ValueError):
+                a = None
+                hint = "a number (or an array of numbers) is expected"
+            if a is not None and a.shape != expected_shape:
+                hint = (f"your answer has {a.size} value(s) of shape {a.shape}; the exercise asks "
+                        f"for shape {expected_shape}")
+            elif a is not None:
+                flat = np.array(digest, dtype=object).ravel()
+                wrong = [i for i, v in enumerate(a.ravel())
+                         if not any(_hash(label, i, t) == flat[i] for t in _number_tokens(v, digits))]
+                ok = not wrong
+                if wrong and a.size > 1:
+                    where = [str(np.unravel_index(i, a.shape)) if a.ndim > 1 else str(i) for i in wrong]
+                    hint = (f"{len(wrong)} of its {a.size} entries (index {', '.join(where[:10])}"
+                            f"{', ...' if len(where) > 10 else ''})")
+    if not ok:
+        raise WrongAnswer(f"{title}: not right yet" + (f" - {hint}" if hint else "") + wanted + ".")
+    print(f"{title}: correct.")
+    return True
+
+
 # --- exercise sections of the chapters: extraction, student and teacher notebooks -----------------
 
 SOLUTION_TAG = "solution"
 CHECK_TAG = "check"
 EXERCISES_HEADING = re.compile(r"^##\s+Exercises\s*$", re.M)
 _ANSWER = re.compile(r"^[ \t]*(answer_\d+_\d+)\s*(?:[-+*/]?=)(?!=)", re.M)
-_LABEL_IN_CHECK = re.compile(r"""check\(\s*["'](ex-[\w-]+)["']""")
+_LABEL_IN_CHECK = re.compile(r"""\bcheck(?:_digest)?\(\s*["'](ex-[\w-]+)["']""")
 _EXERCISE = re.compile(r"```\{exercise\}[^\n]*\n:label:\s*(\S+)\n(.*?)\n```", re.S)
 _SOLUTION_START = re.compile(r"```\{solution-start\}\s*(\S+)\n(?::[^\n]*\n)*```\n?")
 _SOLUTION_END = re.compile(r"```\{solution-end\}\s*\n```\n?")
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+
+def answer_name(label: str) -> str:
+    """The variable an exercise's answer is assigned to: ``"ex-09-1"`` -> ``"answer_09_1"``."""
+    m = _LABEL_PARTS.match(str(label))
+    if m is None:
+        raise ValueError(f"label must look like 'ex-NN-k', got {label!r}")
+    return f"answer_{m.group(1)}_{m.group(2)}"
+
+
+def digest_check_source(label: str, spec: dict) -> str:
+    """The student's check cell: ``check_digest`` of the answer against ``spec`` (``digest`` and
+    ``digits`` or ``exact``, as :func:`recorded_checks` / :func:`glued_digests` give it)."""
+    if not isinstance(spec, dict) or "digest" not in spec:
+        raise ValueError(f"spec of {label} must be a dict with a 'digest', got {spec!r}")
+    args = [json.dumps(label), f'globals().get("{answer_name(label)}")', json.dumps(spec["digest"])]
+    if spec.get("digits") is not None:
+        args.append(f"digits={int(spec['digits'])}")
+    if spec.get("exact"):
+        args.append("exact=True")
+    return ("from itemsampling.exercises import check_digest\n\n"
+            f"check_digest({', '.join(args)});")
 
 
 def answer_names(source: str) -> list[str]:
@@ -288,11 +533,28 @@ def _unprefixed(output) -> dict:
     return {k.removeprefix(prefix) if prefix else k: v for k, v in output.get("data", {}).items()}
 
 
+def author_year_label(entry) -> str:
+    """"Krichene and Rendle, 2020"; "Li et al., 2024" for three or more authors (a pybtex entry).
+    The book's reference list (``handout``'s pybtex style) and the plain-Markdown citations of
+    the hand-out notebooks use it."""
+    persons = entry.persons.get("author") or entry.persons.get("editor") or []
+    names = [" ".join(p.last_names) or " ".join(p.first_names) for p in persons]
+    names = [n.replace("{", "").replace("}", "") for n in names]
+    if not names:
+        who = entry.fields.get("title", entry.key)
+    elif len(names) == 1:
+        who = names[0]
+    elif len(names) == 2:
+        who = f"{names[0]} and {names[1]}"
+    else:
+        who = f"{names[0]} et al."
+    year = entry.fields.get("year", "n.d.")
+    return f"{who}, {year}"
+
+
 def _bibliography() -> dict:
     """``{key: (who, year)}`` for the book's references (``book/references.bib``)."""
     from pybtex.database import parse_file
-
-    from .handout import author_year_label
 
     bib = _REPO / "book" / "references.bib"
     if not bib.is_file():
@@ -415,7 +677,7 @@ def _nbgrader(grade_id: str, *, solution: bool, grade: bool, locked: bool, point
     return meta
 
 
-def classroom_notebook(nb, version: str, glue: dict | None = None):
+def classroom_notebook(nb, version: str, glue: dict | None = None, digests: dict | None = None):
     """The ``"student"`` or ``"teacher"`` notebook of a chapter (a new notebook; ``nb`` is left as
     it is).
 
@@ -426,6 +688,14 @@ def classroom_notebook(nb, version: str, glue: dict | None = None):
     the student's stub, so nbgrader's own ``generate_assignment`` turns it into the student
     version. The student version replaces every solution cell by its stub
     (``answer_NN_k = ...  # your answer``), on which the check cell prints "not answered yet".
+
+    No check cell hands out its expected value: in both versions it checks the answer against the
+    digest of the expected value (:func:`check_digest`, :func:`digest_check_source`), taken from
+    ``digests`` (``{label: spec}``, e.g. :func:`exercise_digests`) or else from the glued
+    ``exercise_digest_<label>`` of the executed chapter (a missing one raises ``ValueError``). The
+    teacher version keeps the chapter's independent check below it, between nbgrader's
+    ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``: ``nbgrader generate_assignment`` strips
+    it from the release and ``nbgrader autograde`` puts it back, so a graded answer passes both.
 
     Markdown reads as plain Markdown (:func:`plain_markdown`): exercises are titled as in the book
     ("**Exercise 8.1.**"), glued values come from ``glue`` (:func:`glue_values` of the executed
@@ -438,6 +708,7 @@ def classroom_notebook(nb, version: str, glue: dict | None = None):
     if version not in ("student", "teacher"):
         raise ValueError(f"version must be 'student' or 'teacher', got {version!r}")
     teacher = version == "teacher"
+    digests = {**glued_digests(glue), **(digests or {})}
     out = copy.deepcopy(nb)
     cells = []
     label, inside = None, False
@@ -474,7 +745,19 @@ def classroom_notebook(nb, version: str, glue: dict | None = None):
             continue  # any other cell of a solution is part of the solution
         elif CHECK_TAG in tags:
             m = _LABEL_IN_CHECK.search(cell.source)
-            gid = f"{m.group(1) if m else label or 'exercise'}-check"
+            if m is None:
+                raise ValueError(f"check cell without a check('ex-...') call:\n{cell.source}")
+            checked_label = m.group(1)
+            if checked_label not in digests:
+                raise ValueError(f"no digest of {checked_label} in the executed chapter (glued as "
+                                 f"{DIGEST_GLUE_PREFIX}{checked_label} when its check runs: rebuild the book "
+                                 f"or rerun the chapter)")
+            student_check = digest_check_source(checked_label, digests[checked_label])
+            cell.source = (f"{student_check}\n{BEGIN_HIDDEN_TESTS}\n{cell.source.rstrip()}\n{END_HIDDEN_TESTS}"
+                           if teacher else student_check)
+            cell.outputs = []
+            cell.execution_count = None
+            gid = f"{checked_label}-check"
             cell.metadata["nbgrader"] = _nbgrader(gid, solution=False, grade=True, locked=True, points=1)
         cells.append(cell)
     # an explanation earns the exercise's point where no check cell grades it (open-ended exercises)
@@ -572,6 +855,33 @@ def run_exercises(notebook, version: str = "teacher", answers=None, raise_wrong:
                 raise ValueError(f"check cell without a check('ex-...') call:\n{cell.source}")
             results[m.group(1)] = value
     return results
+
+
+def check_labels(nb) -> list[str]:
+    """The labels of a notebook's check cells, in order."""
+    nb = read_notebook(nb) if not hasattr(nb, "cells") else nb
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and CHECK_TAG in _tags(cell):
+            m = _LABEL_IN_CHECK.search(cell.source)
+            if m is not None:
+                out.append(m.group(1))
+    return out
+
+
+def exercise_digests(notebook, namespace: dict | None = None) -> dict:
+    """``{label: digest spec}`` of a chapter's checks, by executing its exercise section with the
+    solutions (:func:`run_exercises`; ``namespace`` as there): what a chapter executed by the book
+    glues, for where no executed chapter is at hand (tests, a teacher's own parameters)."""
+    nb = read_notebook(notebook) if not hasattr(notebook, "cells") else notebook
+    labels = check_labels(nb)
+    for label in labels:
+        _CHECKS.pop(label, None)
+    run_exercises(nb, "teacher", namespace=namespace)
+    missing = [label for label in labels if label not in _CHECKS]
+    if missing:
+        raise ValueError(f"the checks of {missing} recorded no digest")
+    return {label: _CHECKS[label]["spec"] for label in labels}
 
 
 def executed_chapter(chapter, executed_dir) -> Path | None:

@@ -36,6 +36,10 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
+# the reference labels live with the plain-Markdown citations that use them (``exercises``); this
+# module imports ``exercises``, never the other way round
+from .exercises import author_year_label
+
 __all__ = ["setup", "author_year_label", "chapter_of", "plain_type_lines", "write_student_notebooks",
            "WIDGET_VIEW", "STUDENT_FOLDER", "STUDENT_ZIP"]
 
@@ -48,23 +52,6 @@ def chapter_of(docname: str) -> int | None:
     that is not a numbered chapter."""
     m = _CHAPTER.search(docname)
     return int(m.group(1)) if m else None
-
-
-def author_year_label(entry) -> str:
-    """"Krichene and Rendle, 2020"; "Li et al., 2024" for three or more authors."""
-    persons = entry.persons.get("author") or entry.persons.get("editor") or []
-    names = [" ".join(p.last_names) or " ".join(p.first_names) for p in persons]
-    names = [n.replace("{", "").replace("}", "") for n in names]
-    if not names:
-        who = entry.fields.get("title", entry.key)
-    elif len(names) == 1:
-        who = names[0]
-    elif len(names) == 2:
-        who = f"{names[0]} and {names[1]}"
-    else:
-        who = f"{names[0]} et al."
-    year = entry.fields.get("year", "n.d.")
-    return f"{who}, {year}"
 
 
 def _register_pybtex_style() -> None:
