@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 from itemsampling.exercises import (  # noqa: E402
     NOT_ANSWERED, NotAnswered, WrongAnswer, chapter_namespace, check, classroom_notebook, digits_tolerance,
     exercise_start, exercise_title, glue_values, myst_markup, plain_markdown, read_notebook, reader_notebook,
-    run_exercises, stub_source,
+    recorded_checks, run_exercises, stub_source,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,18 +167,53 @@ def test_stub_source():
 
 # --- every chapter -----------------------------------------------------------------------------
 
+_RUNS: dict = {}
+
+
+def _chapter_run(chapter):
+    """A chapter's exercise section run once with its solutions (cached for the tests below): the
+    namespace it needs, the check results, the solutions' answers and the checks' digests and
+    expected values."""
+    if chapter not in _RUNS:
+        nb = read_notebook(chapter)
+        namespace = _namespace(chapter, nb)
+        answers: dict = {}
+
+        def keep(name, value):
+            answers[name] = value
+            return value
+
+        solved = run_exercises(nb, "teacher", answers=keep, namespace=namespace)
+        checks = {label: value for label, value in recorded_checks().items() if label in solved}
+        _RUNS[chapter] = {"nb": nb, "namespace": namespace, "solved": solved, "answers": answers, "checks": checks}
+    return _RUNS[chapter]
+
+
+def _glue_placeholders(nb) -> dict:
+    """A stand-in for an executed chapter's glued values (tests that need the notebook's code, not
+    its numbers): every glued name of its Markdown, valued 1."""
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    names = {m.split(":")[0] for m in re.findall(r"\{glue(?::\w+)?\}`([^`]+)`", text)}
+    return {name: {"text/plain": "1", "text/markdown": "1"} for name in names}
+
+
+def _student(chapter, version="student"):
+    run = _chapter_run(chapter)
+    digests = {label: value["spec"] for label, value in run["checks"].items()}
+    return classroom_notebook(run["nb"], version, _glue_placeholders(run["nb"]), digests=digests)
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem[:2])
 def test_chapter_exercises(chapter, capsys, monkeypatch):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    nb = read_notebook(chapter)
+    run = _chapter_run(chapter)
+    nb, namespace, solved = run["nb"], run["namespace"], run["solved"]
     nn = chapter.stem[:2]
     labels = _labels(nb)
     assert len(labels) >= 3, f"{chapter.name}: fewer than three exercises"
     assert labels == [f"ex-{nn}-{k}" for k in range(1, len(labels) + 1)]
     if nn <= "07":
         assert "{exercise}" in "\n".join(c.source for c in nb.cells)
-    namespace = _namespace(chapter, nb)
-    solved = run_exercises(nb, "teacher", namespace=namespace)
     assert solved and set(solved) <= set(labels)
     assert all(v is True for v in solved.values()), solved
     capsys.readouterr()
@@ -190,6 +225,115 @@ def test_chapter_exercises(chapter, capsys, monkeypatch):
     wrong = run_exercises(nb, "teacher", answers=_perturb, raise_wrong=False, namespace=namespace)
     assert set(wrong) == set(solved)
     assert all(isinstance(v, WrongAnswer) for v in wrong.values()), wrong
+    assert set(run["checks"]) == set(solved), "every check keeps a digest"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem[:2])
+def test_student_notebook_tells_right_from_wrong(chapter, capsys, monkeypatch):
+    """The chapter's student notebook (digest checks, no expected value) with the teacher's
+    solutions filled in says "correct" for every exercise; with one perturbed answer per exercise
+    it says "not right yet" for each; blank, "not answered yet". The teacher notebook (digest
+    check, then the hidden independent check) passes its own solutions."""
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    run = _chapter_run(chapter)
+    student, namespace, answers = _student(chapter), run["namespace"], run["answers"]
+    checks = [c.source for c in student.cells if "check" in c.metadata.get("tags", [])]
+    assert checks and all("check_digest(" in c and "expected=" not in c for c in checks)
+    right = run_exercises(student, "student", answers=answers, namespace=namespace)
+    assert right == run["solved"]
+    wrong = run_exercises(student, "student", answers=lambda name, _: _perturb(name, answers[name]),
+                          raise_wrong=False, namespace=namespace)
+    assert set(wrong) == set(run["solved"])
+    assert all(isinstance(v, WrongAnswer) for v in wrong.values()), wrong
+    for label, err in wrong.items():
+        assert str(err).startswith(f"{exercise_title(label)}: not right yet"), err
+    capsys.readouterr()
+    assert run_exercises(student, "student", namespace=namespace) == {label: False for label in run["solved"]}
+    assert capsys.readouterr().out.count(NOT_ANSWERED) == len(run["solved"])
+    # the teacher's check cell (digest, then the hidden independent check), on the same answers
+    teacher = _student(chapter, "teacher")
+    assert run_exercises(teacher, "student", answers=answers, namespace=namespace) == run["solved"]
+
+
+_NUMBER = re.compile(r"(?<![\w.])(\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)(?![\w.])")
+
+
+def _significant(literal: str) -> int:
+    """Significant digits written in a numeric literal (``3_706``: 4, ``0.0500``: 3, ``100``: 1)."""
+    mantissa = re.split(r"[eE]", literal.replace("_", ""))[0]
+    digits = mantissa.replace(".", "").lstrip("0")
+    if "." not in mantissa:
+        digits = digits.rstrip("0")
+    return max(len(digits), 1)
+
+
+def _taught_numbers(nb, label) -> list:
+    """The numbers the student is given in prose: the chapter's text before its exercises and the
+    exercise's own text (``3{,}706``, ``0.2``), as ``(literal, value)``."""
+    start = exercise_start(nb)
+    text = "\n".join(c.source for c in nb.cells[:start] if c.cell_type == "markdown")
+    section = "\n".join(c.source for c in nb.cells[start:] if c.cell_type == "markdown")
+    m = re.search(r"```\{exercise\}[^\n]*\n:label:\s*" + re.escape(label) + r"\n(.*?)\n```", section, re.S)
+    text = (text + "\n" + (m.group(1) if m else "")).replace("{,}", "").replace(",", "")
+    return [(x, float(x)) for x in re.findall(r"(?<![\w.])\d+(?:\.\d+)?", text)]
+
+
+def _round_number(e, spec) -> bool:
+    """Whether ``e`` at the check's precision has a single significant digit (200, 0.6, 1)."""
+    from itemsampling.exercises import _sig_round
+
+    if e == 0:
+        return True
+    m = _sig_round(e, spec.get("digits") or 15)[0]
+    return len(str(abs(m)).rstrip("0")) <= 1
+
+
+def _shows(literals, e, spec):
+    """The literals that show the number ``e`` at the check's precision."""
+    from itemsampling.exercises import _sig_round
+
+    if spec.get("exact"):
+        return [lit for lit, v in literals if v == e]
+    d = spec["digits"]
+    need = len(str(abs(_sig_round(e, d)[0])).rstrip("0"))
+    return [lit for lit, v in literals if v != 0 and _significant(lit) >= need and _sig_round(v, d) == _sig_round(abs(e), d)]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem[:2])
+def test_student_notebook_hands_out_no_expected_value(chapter):
+    """Every code cell of the student notebook: no ``expected=``, no call of ``check`` (the
+    teacher's check), no hidden-test markers, no outputs, every check cell just the digest check;
+    and no numeric literal that shows an exercise's expected value at its stated precision (a
+    literal with at least the digits the rounded value needs and the same rounding). Aside: a value
+    the chapter's prose teaches or the exercise's text gives (Exercise 2.1 asks to recall the bound
+    the chapter evaluates), a value that rounds to one significant digit (200, 0.6: too common in
+    code to tell a leak from a coincidence; the structural checks above cover them), and strings /
+    booleans, which the exercise names as its options."""
+    from itemsampling.exercises import digest_check_source
+
+    run = _chapter_run(chapter)
+    student = _student(chapter)
+    code = [c for c in student.cells if c.cell_type == "code"]
+    for cell in code:
+        assert "expected=" not in cell.source, cell.source
+        assert not re.search(r"(?<![\w.])check\(", cell.source), cell.source
+        assert "HIDDEN TESTS" not in cell.source and "BEGIN SOLUTION" not in cell.source
+        assert not cell.get("outputs"), cell.source
+        if "check" in cell.metadata.get("tags", []):
+            label = re.search(r'check_digest\("(ex-[\w-]+)"', cell.source).group(1)
+            assert cell.source == digest_check_source(label, run["checks"][label]["spec"])
+    literals = [(lit, float(lit.replace("_", ""))) for c in code for lit in _NUMBER.findall(c.source)]
+    shown = []
+    for label, value in run["checks"].items():
+        spec, expected = value["spec"], value["expected"]
+        if "digits" not in spec and not spec.get("exact"):
+            continue    # a string or a boolean: one of the options the exercise names
+        taught = _taught_numbers(run["nb"], label)
+        for e in np.asarray(expected, dtype=float).ravel():
+            if not np.isfinite(e) or _round_number(e, spec) or _shows(taught, e, spec):
+                continue
+            shown += [(label, float(e), hit) for hit in _shows(literals, e, spec)]
+    assert not shown, f"expected values in the student notebook's code: {shown}"
 
 
 _CHECK_CELL = re.compile(r"```\{code-cell\} ipython3\n:tags: \[([^\]]*)\]\n(.*?)```", re.S)
