@@ -22,7 +22,8 @@ import pytest  # noqa: E402
 from itemsampling.exercises import (  # noqa: E402
     NOT_ANSWERED, NotAnswered, WrongAnswer, chapter_namespace, check, classroom_notebook, digits_tolerance,
     exercise_start, exercise_title, glue_values, myst_markup, plain_markdown, read_notebook, reader_notebook,
-    recorded_checks, run_exercises, stub_source,
+    DIGEST_GLUE_PREFIX, answer_digest, check_digest, digest_check_source, glued_digests, recorded_checks,
+    run_exercises, stub_source,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -426,15 +427,107 @@ def test_classroom_notebooks_of_chapter_1(ch1_executed):
         assert len(grade_ids) == len(set(grade_ids))
         checks = [c for c in version.cells if "check" in c.metadata.get("tags", [])]
         assert all(c.metadata["nbgrader"]["grade"] and c.metadata["nbgrader"]["locked"] for c in checks)
-    # the chapter's own cells are all there, in order
+    # the chapter's own cells are all there, in order; its check cells check the glued digests
+    # (the teacher's keep the independent check as nbgrader hidden tests)
     assert [c.source for c in student.cells if c.cell_type == "code"
-            and not set(c.metadata.get("tags", [])) & {"solution"}] == \
-        [c.source for c in nb.cells if c.cell_type == "code" and "solution" not in c.metadata.get("tags", [])]
+            and not set(c.metadata.get("tags", [])) & {"solution", "check"}] == \
+        [c.source for c in nb.cells if c.cell_type == "code" and not set(c.metadata.get("tags", [])) & {"solution", "check"}]
+    digests = glued_digests(glue)
+    assert sorted(digests) == [f"ex-01-{k}" for k in range(1, 5)]
+    originals = [c.source for c in nb.cells if "check" in c.metadata.get("tags", [])]
+    for version in (student, teacher):
+        checks = [c.source for c in version.cells if "check" in c.metadata.get("tags", [])]
+        assert [c.split("\n### BEGIN HIDDEN TESTS")[0] for c in checks] == \
+            [digest_check_source(f"ex-01-{k}", digests[f"ex-01-{k}"]) for k in range(1, 5)]
+        if version is teacher:
+            assert [c.split("### BEGIN HIDDEN TESTS\n")[1] for c in checks] == \
+                [o.rstrip() + "\n### END HIDDEN TESTS" for o in originals]
+        else:
+            assert not any("expected=" in c or "HIDDEN" in c for c in checks)
 
 
-def test_classroom_notebook_refuses_a_missing_glued_value():
+def test_classroom_notebook_refuses_a_missing_glued_value(ch1_executed):
     with pytest.raises(ValueError, match="no glued"):
         classroom_notebook(read_notebook(CH1), "student", {})
+    # an executed chapter whose checks glued no digest (executed before they did)
+    glue = {k: v for k, v in glue_values(ch1_executed).items() if not k.startswith(DIGEST_GLUE_PREFIX + "ex-01-3")}
+    with pytest.raises(ValueError, match="no digest of ex-01-3"):
+        classroom_notebook(read_notebook(CH1), "teacher", glue)
+
+
+# --- digests ------------------------------------------------------------------------------------
+
+def test_digest_hides_the_value_and_tells_right_from_wrong(capsys, monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    digest = answer_digest("ex-3-1", 0.16421537, digits=3)
+    assert re.fullmatch(r"[0-9a-f]{16}", digest)
+    # salted by the label, the entry and the precision: equal values do not give equal digests
+    assert digest != answer_digest("ex-3-2", 0.16421537, digits=3) != answer_digest("ex-3-1", 0.16421537, digits=4)
+    assert answer_digest("ex-3-1", 0.1642, digits=3) == digest          # only the rounding counts
+    # the digest is SHA-256 of the label, the entry and the value rounded to 3 digits (164e-3)
+    import hashlib
+
+    assert digest == hashlib.sha256(b"itemsampling-exercise|ex-3-1|0|164e-3").hexdigest()[:16]
+    # right to 3 digits passes; one unit of the last digit off the rounded value passes too; beyond fails
+    for good in (0.164, 0.1644, 0.16421537, 0.1638, 0.163, 0.165):
+        assert check_digest("ex-3-1", good, digest, digits=3) is True
+    for bad in (0.1655, 0.1625, 0.16, 0.0164, 1.64, -0.164, "0.164", [0.164]):
+        with pytest.raises(WrongAnswer, match="Exercise 3.1: not right yet") as err:
+            check_digest("ex-3-1", bad, digest, digits=3)
+        assert "164" not in str(err.value)
+    # a right answer across a decade boundary: 0.09996 rounds to 0.100
+    near = answer_digest("ex-3-1", 0.09996, digits=3)
+    for good in (0.09996, 0.1, 0.0999, 0.10004):
+        assert check_digest("ex-3-1", good, near, digits=3) is True
+    with pytest.raises(WrongAnswer):
+        check_digest("ex-3-1", 0.0997, near, digits=3)
+    # arrays entry by entry, shape checked, the wrong entries named; exact integers; text; booleans
+    pair = answer_digest("ex-3-3", [1234.4, np.inf], digits=3)
+    assert isinstance(pair, list) and len(pair) == 2
+    assert check_digest("ex-3-3", np.array([1230.0, np.inf]), pair, digits=3) is True
+    with pytest.raises(WrongAnswer, match=r"1 of its 2 entries \(index 1\)"):
+        check_digest("ex-3-3", [1234.0, 5.0], pair, digits=3)
+    with pytest.raises(WrongAnswer, match=r"asks for shape \(2,\)"):
+        check_digest("ex-3-3", [1234.0], pair, digits=3)
+    exact = answer_digest("ex-9-1", 3_461, exact=True)
+    assert check_digest("ex-9-1", 3_461, exact, exact=True) and check_digest("ex-9-1", 3461.0, exact, exact=True)
+    with pytest.raises(WrongAnswer, match="exact value"):
+        check_digest("ex-9-1", 3_462, exact, exact=True)
+    assert check_digest("ex-1-4", "C", answer_digest("ex-1-4", "C")) is True
+    assert check_digest("ex-2-4", np.True_, answer_digest("ex-2-4", True)) is True
+    for bad in ("A", "c", True):
+        with pytest.raises(WrongAnswer):
+            check_digest("ex-1-4", bad, answer_digest("ex-1-4", "C"))
+    capsys.readouterr()
+    assert check_digest("ex-3-1", None, digest, digits=3) is False
+    assert NOT_ANSWERED in capsys.readouterr().out
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    with pytest.raises(NotAnswered):
+        check_digest("ex-3-1", ..., digest, digits=3)
+    for bad in ({"digits": 0}, {"digits": 3, "exact": True}, {}):
+        with pytest.raises(ValueError):
+            answer_digest("ex-3-1", 0.5, **bad)
+
+
+def test_check_keeps_the_digest_at_the_checks_precision(capsys):
+    """``check`` keeps the digest of its expected value: ``digits`` as asked, ``rtol=0`` exact,
+    another ``rtol`` as the digits it keeps; the student's cell is built from it."""
+    check("ex-7-1", 0.16421537, expected=0.16421537, digits=3)
+    check("ex-7-2", 3_461, expected=3_461, rtol=0)
+    check("ex-7-3", 2.0, expected=2.0, rtol=1e-4)
+    check("ex-7-4", "B", expected="B")
+    specs = {k: v["spec"] for k, v in recorded_checks().items() if k.startswith("ex-7-")}
+    assert specs == {"ex-7-1": {"digest": answer_digest("ex-7-1", 0.16421537, digits=3), "digits": 3},
+                     "ex-7-2": {"digest": answer_digest("ex-7-2", 3_461, exact=True), "exact": True},
+                     "ex-7-3": {"digest": answer_digest("ex-7-3", 2.0, digits=4), "digits": 4},
+                     "ex-7-4": {"digest": answer_digest("ex-7-4", "B")}}
+    assert digest_check_source("ex-7-2", specs["ex-7-2"]) == (
+        'from itemsampling.exercises import check_digest\n\n'
+        f'check_digest("ex-7-2", globals().get("answer_7_2"), "{specs["ex-7-2"]["digest"]}", exact=True);')
+    assert recorded_checks()["ex-7-1"]["expected"] == 0.16421537
+    # as glued by a notebook kernel: a JSON string, read back by glued_digests
+    glue = {DIGEST_GLUE_PREFIX + "ex-7-1": {"text/plain": repr(json.dumps(specs["ex-7-1"]))}, "other": {"text/plain": "1"}}
+    assert glued_digests(glue) == {"ex-7-1": specs["ex-7-1"]}
 
 
 def test_plain_markdown_roles():
