@@ -596,6 +596,10 @@ def test_make_exercises_writes_student_and_teacher(tmp_path, ch1_executed):
         assert grade_ids and len(grade_ids) == len(set(grade_ids)), version
         if version == "student":
             assert "BEGIN SOLUTION" not in "\n".join(c.source for c in nb.cells)
+            assert "expected=" not in "\n".join(c.source for c in nb.cells)
+        checks = [c.source for c in nb.cells if "check" in c.metadata.get("tags", [])]
+        assert len(checks) == 4 and all(c.startswith("from itemsampling.exercises import check_digest") for c in checks)
+        assert all(("### BEGIN HIDDEN TESTS" in c) == (version == "teacher") for c in checks)
     import zipfile
 
     with zipfile.ZipFile(tmp_path / "all.zip") as z:
@@ -605,6 +609,17 @@ def test_make_exercises_writes_student_and_teacher(tmp_path, ch1_executed):
                           "--executed", str(tmp_path / "nothing"), "--no-run"], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 1 and "no executed version" in res.stderr, res.stderr
+    # so is one executed before its checks glued their digests
+    stale = nbformat.read(ch1_executed, as_version=4)
+    for cell in stale.cells:
+        cell.outputs = [o for o in cell.get("outputs", []) if not o.get("metadata", {}).get("scrapbook", {})
+                        .get("name", "").startswith(DIGEST_GLUE_PREFIX)]
+    (tmp_path / "stale").mkdir()
+    nbformat.write(stale, tmp_path / "stale" / ch1_executed.name)
+    res = subprocess.run([sys.executable, str(ROOT / "tools" / "make_exercises.py"), str(CH1), "--out", str(out),
+                          "--executed", str(tmp_path / "stale"), "--no-run"], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 1 and "digests of its checks" in res.stderr, res.stderr
 
 
 def test_student_notebook_runs_and_says_not_answered(tmp_path, ch1_executed):

@@ -9,11 +9,18 @@ nbgrader's cell metadata (solution cells and autograded check cells), so the tea
 be put in an nbgrader course's ``source/`` folder as it is. Nothing is maintained twice: both
 come from the chapter's MyST source (``itemsampling.exercises.classroom_notebook``).
 
+No check cell of either hands out an expected value: each checks the answer against the digest
+of the expected value at the exercise's precision (``check_digest``), which the chapter's checks
+glued when it was executed; the teacher version keeps the chapter's independent check below it,
+between nbgrader's ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` (stripped from the
+release by ``nbgrader generate_assignment``, put back by ``nbgrader autograde``).
+
 Their Markdown is plain Markdown: exercises titled "Exercise C.k", citations and cross-references
-as text, and every glued number filled in from the executed chapter: the book's execution
-(``_build/jupyter_execute/notebooks``, written by ``make book``), else a rerun's
-(``_build/runs/<chapter>/``); a chapter executed by neither is run at its defaults first
-(``python -m itemsampling.run``, minutes), unless ``--no-run`` is given.
+as text, and every glued number (and every check's digest) filled in from the executed chapter: the
+book's execution (``_build/jupyter_execute/notebooks``, written by ``make book``), else a rerun's
+(``_build/runs/<chapter>/``); a chapter executed by neither (or executed before its checks glued
+digests) is run at its defaults first (``python -m itemsampling.run``, minutes), unless
+``--no-run`` is given.
 ``--student-only`` writes only the student versions (what the book publishes) and ``--zip FILE``
 packs the written student notebooks into one zip.
 """
@@ -28,20 +35,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from itemsampling.exercises import executed_chapter, write_classroom_notebooks  # noqa: E402
+from itemsampling.exercises import (  # noqa: E402
+    check_labels, executed_chapter, glue_values, glued_digests, read_notebook, write_classroom_notebooks,
+)
+
+
+def _has_digests(chapter: Path, found: Path) -> bool:
+    """Whether the executed chapter glued the digest of every check (a chapter executed before
+    the checks glued them has none: it is rerun)."""
+    labels = check_labels(read_notebook(chapter))
+    return set(labels) <= set(glued_digests(glue_values(found)))
 
 
 def _executed(chapter: Path, folders: list[Path], run: bool) -> Path | None:
+    stale = None
     for folder in folders:
         found = executed_chapter(chapter, folder)
         if found is not None:
-            return found.parent
+            if _has_digests(chapter, found):
+                return found.parent
+            stale = stale or found
     if not run:
         return None
     from itemsampling.run import run_notebook
 
     out = ROOT / "_build" / "runs" / chapter.stem
-    print(f"{chapter.name}: no executed version; running it at its defaults into {out}", flush=True)
+    why = f"{stale} has no digests of its checks" if stale else "no executed version"
+    print(f"{chapter.name}: {why}; running it at its defaults into {out}", flush=True)
     run_notebook(chapter, {}, out, progress=True, html=False)
     return out
 
@@ -70,8 +90,8 @@ def main(argv=None) -> int:
         try:
             executed = _executed(chapter, folders, run=not args.no_run)
             if executed is None:
-                raise ValueError(f"no executed version in {', '.join(map(str, folders))} "
-                                 f"(run `make book` or drop --no-run)")
+                raise ValueError(f"no executed version with the digests of its checks in "
+                                 f"{', '.join(map(str, folders))} (run `make book` or drop --no-run)")
             paths = write_classroom_notebooks([chapter], args.out, executed=executed, versions=versions)
         except (ValueError, RuntimeError) as err:
             print(f"make exercises: {chapter}: {err}", file=sys.stderr)

@@ -19,7 +19,8 @@
   inline code (````(N,)````) as raw backquotes; the type lines of the Parameters / Returns / ...
   sections lose their backquotes before napoleon reads them (``plain_type_lines``).
 * **Student notebooks.** At the end of an HTML build every chapter's student notebook (solutions
-  replaced by stubs, Markdown plain, glued values of this build) is written to
+  replaced by stubs, Markdown plain, glued values of this build, check cells that check the
+  digests the build's checks glued and carry no expected value) is written to
   ``exercises/<chapter>.ipynb`` in the HTML folder, with all of them in
   ``exercises/itemsampling-student-notebooks.zip``; the ``{student-notebooks}`` directive (used by
   ``book/teaching.md``) lists them with their links. Teacher versions are never published.
