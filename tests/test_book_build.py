@@ -125,6 +125,9 @@ def test_book_build_fails_on_notebook_error_and_passes_otherwise(tmp_path):
         assert "**Exercise 3.1.** What is 1/3?" in text
     assert "answer_03_1 = ...  # your answer" in "\n".join(c.source for c in student.cells)
     assert "1 / 3" not in "\n".join(c.source for c in student.cells)
+    # its check checks the digest the build's check glued, with no expected value
+    assert 'check_digest("ex-03-1", globals().get("answer_03_1"), "' in "\n".join(c.source for c in student.cells)
+    assert "expected=" not in "\n".join(c.source for c in student.cells) and "0.333" not in str(student)
     # linked from the teaching page, with the zip; no teacher version published
     teaching = (html / "book" / "teaching.html").read_text()
     assert 'href="../exercises/03-a-chapter.ipynb"' in teaching
