@@ -475,12 +475,14 @@ def test_digest_hides_the_value_and_tells_right_from_wrong(capsys, monkeypatch):
         with pytest.raises(WrongAnswer, match="Exercise 3.1: not right yet") as err:
             check_digest("ex-3-1", bad, digest, digits=3)
         assert "164" not in str(err.value)
-    # a right answer across a decade boundary: 0.09996 rounds to 0.100
+    # a right answer across a decade boundary: 0.09996 rounds to 0.100, whose last digit's unit is
+    # 0.001 (so 0.0990 to 0.101 pass, 0.0989 and 0.102 do not)
     near = answer_digest("ex-3-1", 0.09996, digits=3)
-    for good in (0.09996, 0.1, 0.0999, 0.10004):
+    for good in (0.09996, 0.1, 0.0999, 0.10004, 0.0991, 0.101):
         assert check_digest("ex-3-1", good, near, digits=3) is True
-    with pytest.raises(WrongAnswer):
-        check_digest("ex-3-1", 0.0997, near, digits=3)
+    for bad in (0.0989, 0.1011):
+        with pytest.raises(WrongAnswer):
+            check_digest("ex-3-1", bad, near, digits=3)
     # arrays entry by entry, shape checked, the wrong entries named; exact integers; text; booleans
     pair = answer_digest("ex-3-3", [1234.4, np.inf], digits=3)
     assert isinstance(pair, list) and len(pair) == 2
