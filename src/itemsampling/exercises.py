@@ -125,7 +125,12 @@ def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0, d
     sets ``NBGRADER_EXECUTION``, it raises :class:`NotAnswered` instead, so a blank scores no
     points); raises :class:`WrongAnswer` when wrong. Messages name the exercise as the book does
     ("Exercise 8.1") and never reveal the expected value: a wrong number is said to be too high or
-    too low and roughly by how much, in relative terms."""
+    too low and roughly by how much, in relative terms.
+
+    Whatever the answer, the digest of ``expected`` at the check's precision is kept
+    (:func:`recorded_checks`; ``digits``, exact for ``rtol=0``, else the digits ``rtol`` keeps) and,
+    in a notebook kernel, glued as ``exercise_digest_<label>``: the student notebook's check
+    (:func:`check_digest`) is written from it."""
     title = exercise_title(label)
     _record_check(label, expected, rtol, digits)
     if _is_blank(answer):
