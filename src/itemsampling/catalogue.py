@@ -308,6 +308,20 @@ def scaled_sizes(n_items: int) -> tuple[int, int, int]:
     return int(n0), int(n_max), int(max(2, min(N, round(frac * N))))
 
 
+def user_table_sizes(n_items: int, n_users: int) -> tuple[list[int], list[int]]:
+    r"""Chapter 9's sizes for TORS Tables 8-9 on a catalogue of :math:`N` items and :math:`M` users:
+    TORS's item-sampling sizes :math:`n` = 100 and 500 and user counts 1,000, 5,000 and 10,000
+    (Sec. 8.6, on pinterest-20) as shares of pinterest-20's :math:`N` = 9,916 and :math:`M` = 55,187
+    (TORS Table 2), so that a catalogue of pinterest-20's shape gets TORS's own sizes. Returns
+    ``(item_sizes, user_counts)``; each size at least 2, each count at least 1 and at most
+    :math:`M`."""
+    N = check_int(n_items, "n_items", low=2)
+    M = check_int(n_users, "n_users", low=1)
+    items = [int(min(N, max(2, round(n * N / 9_916)))) for n in (100, 500)]
+    users = [int(min(M, max(1, round(m * M / 55_187)))) for m in (1_000, 5_000, 10_000)]
+    return items, users
+
+
 # ---------------------------------------------------------------------------------------------
 # TORS Tables 8-9: user sampling against item sampling (chapter 9)
 # ---------------------------------------------------------------------------------------------
