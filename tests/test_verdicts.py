@@ -223,3 +223,34 @@ def test_order_verdict_ties_and_strict():
         book.order_verdict({"X": 1.0, "Y": 2.0}, {"X": 0.1}, 10)
     with pytest.raises(ValueError, match="at least 2"):
         book.order_verdict({"X": 1.0}, {"X": 0.1}, 10)
+
+
+def test_p_value_matches_t_and_normal():
+    assert book.p_value(2.262157, 10) == pytest.approx(0.05, abs=1e-6)
+    assert book.p_value(-1.959964, 30) == pytest.approx(0.05, abs=1e-6)
+    assert book.p_value(np.inf, 10) == 0.0 and book.p_value(0.0, 5) == 1.0
+
+
+def test_holm_signs_by_hand():
+    # z = 3, -3, 1 and an exact zero at 100 repeats (normal): p = 0.0027, 0.0027, 0.317, 1
+    out = book.holm_signs([3.0, -0.6, 0.1, 0.0], [1.0, 0.2, 0.1, 0.0], 100)
+    assert out["p"][:3] == pytest.approx([2 * stats.norm.sf(3), 2 * stats.norm.sf(3), 2 * stats.norm.sf(1)])
+    assert out["p"][3] == 1.0
+    assert out["sign"].tolist() == [1, -1, 0, 0]
+    # the same z at 3 repeats (t_2) is not significant
+    assert book.holm_signs([3.0], [1.0], 3)["sign"].tolist() == [0]
+    # no variance: a nonzero difference is decided, a zero one is not
+    assert book.holm_signs([0.5, 0.0], [0.0, 0.0], 10)["sign"].tolist() == [1, 0]
+
+
+def test_coverage_verdict_exact_binomial():
+    # 6 of 8 at 95 %: P(X <= 6) = 1 - 0.95^8 - 8 0.95^7 0.05 = 0.0572; two-sided (scipy's rule) the same here
+    v = book.coverage_verdict(6, 8, what="the population interval")
+    assert not v.decided and v.p == pytest.approx(stats.binomtest(6, 8, 0.95).pvalue)
+    assert v.text == ("the population interval covers its truth in 6 of 8 studies (0.75), which cannot be told "
+                      f"apart from 95 % at 8 studies (exact binomial test, p = {v.p:.2g})")
+    w = book.coverage_verdict(75, 100)
+    assert w.decided and w.direction == -1 and "below 95 %" in w.text
+    assert not book.coverage_verdict(95, 100).decided
+    with pytest.raises(ValueError, match="hits"):
+        book.coverage_verdict(9, 8)

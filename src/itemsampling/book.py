@@ -30,7 +30,7 @@ import numpy as np
 __all__ = ["record", "record_text", "recorded", "to_jsonable", "order_string", "standard_error",
            "compare_with_paper", "paired_difference", "RESULTS_ENV", "t_quantile", "mean_interval", "Interval",
            "Verdict", "VerdictRefused", "compare_means", "holm", "count_verdict", "match_table", "fmt_vs",
-           "fmt_bound", "order_verdict"]
+           "fmt_bound", "order_verdict", "p_value", "holm_signs", "coverage_verdict"]
 
 RESULTS_ENV = "ITEMSAMPLING_RESULTS"
 _RECORDED: dict = {}
@@ -266,6 +266,16 @@ def _t_sf2(stat: float, n: int) -> float:
     if n < _T_NORMAL_FROM:
         return float(2 * stats.t.sf(abs(stat), n - 1))
     return float(2 * stats.norm.sf(abs(stat)))
+
+
+def p_value(stat, n_repeats) -> float:
+    """Two-sided p value of a t (or z) statistic over ``n_repeats`` repeats, under the reference
+    distribution :func:`t_quantile` uses (t_{n-1} below 30 repeats, normal from 30 on)."""
+    from ._validation import check_int, check_real
+
+    n = check_int(n_repeats, "n_repeats", low=2)
+    stat = float(stat) if np.isinf(stat) else check_real(stat, "stat")
+    return _t_sf2(stat, n)
 
 
 def _repeats(values, name: str) -> np.ndarray:
@@ -504,6 +514,52 @@ def holm(pvalues, alpha=0.05) -> np.ndarray:
         else:
             break
     return reject
+
+
+def holm_signs(diffs, ses, n_repeats, alpha=0.05) -> dict:
+    """Several differences, each with its standard error over ``n_repeats`` repeats, tested at once:
+    the two-sided p value of each (:func:`p_value`; a zero standard error gives p = 0 for a nonzero
+    difference and p = 1 for an exact zero) and Holm's rejections over all of them. Returns
+    ``{"p": array, "reject": bool array, "sign": int array}`` where ``sign`` is +1 / -1 for a
+    rejected positive / negative difference and 0 where the test does not reject."""
+    from ._validation import as_float_array
+
+    d = as_float_array(diffs, "diffs").ravel()
+    se = as_float_array(ses, "ses").ravel()
+    if d.shape != se.shape:
+        raise ValueError(f"diffs and ses must have the same length, got {d.size} and {se.size}")
+    if not (np.all(np.isfinite(d)) and np.all(np.isfinite(se))) or np.any(se < 0):
+        raise ValueError("diffs must be finite and ses finite and >= 0")
+    p = np.array([(1.0 if x == 0 else 0.0) if s == 0 else p_value(x / s, n_repeats) for x, s in zip(d, se)])
+    rej = holm(p, alpha) if p.size else np.zeros(0, dtype=bool)
+    return {"p": p, "reject": rej, "sign": np.where(rej, np.sign(d), 0).astype(int)}
+
+
+def coverage_verdict(hits, total, nominal=0.95, alpha=0.05, *, what="the interval", unit="studies") -> Verdict:
+    """Whether an interval's observed coverage, ``hits`` of ``total`` independent studies, differs
+    from its ``nominal`` level, by the exact two-sided binomial test (no normal approximation, which
+    misleads at a few dozen studies). The text reads "the interval covers its truth in 6 of 8
+    studies (0.75), which cannot be told apart from 95 % at 8 studies (exact binomial test,
+    p = 0.057)", or "..., below 95 % (...)" / "above"."""
+    from scipy import stats
+
+    from ._validation import check_int
+
+    total = check_int(total, "total", low=1)
+    hits = check_int(hits, "hits", low=0, high=total)
+    nominal = _check_level(nominal)
+    from ._validation import check_real
+
+    alpha = check_real(alpha, "alpha", low=0, high=1, low_open=True, high_open=True)
+    p = float(stats.binomtest(hits, total, nominal).pvalue)
+    share = hits / total
+    head = f"{what} covers its truth in {hits} of {total} {unit} ({share:.2f}), "
+    if p <= alpha:
+        direction = 1 if share > nominal else -1
+        text = head + f"{'above' if direction > 0 else 'below'} {_pct(nominal)} (exact binomial test, p = {p:.2g})"
+        return Verdict(text, True, direction, p, total, {"share": share})
+    text = head + f"which cannot be told apart from {_pct(nominal)} at {total} {unit} (exact binomial test, p = {p:.2g})"
+    return Verdict(text, False, 0, p, total, {"share": share})
 
 
 def count_verdict(pvalues, alpha=0.05, what="rows") -> str:
