@@ -274,8 +274,10 @@ def test_shared_decoy_comparison(results, ranks):
                                                  + (row["A - B"] - results["ch09_compare_true"]) ** 2)
     gap = results["ch09_ratio_ind"] - results["ch09_ratio_sh"]
     gap_se = np.hypot(results["ch09_ratio_ind_se"], results["ch09_ratio_sh_se"])
-    assert results["ch09_ratio_verdict"].startswith("pairing removes more" if gap > 2 * gap_se else
-                                                    "pairing removes less" if gap < -2 * gap_se else "the two designs")
+    p_gap = _t_p(gap, gap_se, D)  # Welch's standard error, t with D - 1 degrees of freedom
+    assert results["ch09_ratio_verdict"].startswith("the ratio with independent decoys and with shared ones cannot"
+                                                    if p_gap >= 0.05 else "pairing removes more" if gap > 0
+                                                    else "pairing removes less")
     assert (results["ch09_rmse_verdict"] == "higher than") == (results["ch09_mle_rmse"] > results["ch09_bv_rmse"])
     assert results["ch09_bv_z_sh"] == pytest.approx(abs(cmp["BV 0.1/shared/paired"]["A - B"] - results["ch09_ebv_diff"])
                                                     / results["ch09_bv_sd_sh"])
@@ -303,5 +305,9 @@ def test_typed_judgements_are_computed(results):
     gap = max(0.95 - c for row in results["ch09_coverage"]["wilson"] for c in row)
     assert results["ch09_wilson_gap"] == pytest.approx(gap)
     tab = results["ch09_boot_table"]
-    honest = [k.replace(" / ", " (") + ")" for k, row in tab.items() if abs(row["coverage"] - 0.95) <= 2 * row["MC se"]]
+    S = PARAMS["boot_studies"]
+    p = {k: stats.binomtest(int(round(row["coverage"] * S)), S, 0.95).pvalue for k, row in tab.items()}
+    rej = dict(zip(p, _holm(list(p.values()))))
+    assert results["ch09_boot_cov_p"] == pytest.approx(p, rel=1e-9)
+    honest = [k.replace(" / ", " (") + ")" for k in tab if not rej[k]]
     assert set(results["ch09_boot_honest"].split(", ")) == (set(honest) if honest else {"none"})

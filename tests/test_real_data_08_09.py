@@ -22,7 +22,7 @@ CH08 = {"models": MODELS, "n_repeats": 2, "max_k": 10, "winner_ks": [5], "seed":
         "nm_sizes": [10, 80, 40], "nm_draws": 2, "nm_repeats": 2}
 CH09 = {"models": MODELS, "boot_model": "ease", "n_repeats": 2, "n_jobs": 1, "max_k": 10,
         "coverage_ms": [30], "coverage_ps": [0.1], "boot_users": 100, "boot_studies": 2, "n_boot": 10,
-        "test_boot": 5, "test_users": 100, "compare_draws": 2, "seed": 1}
+        "test_boot": 10, "test_users": 100, "compare_draws": 2, "seed": 1}
 
 
 def _folder(root: Path, kind: str) -> Path:
