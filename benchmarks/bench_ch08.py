@@ -6,7 +6,7 @@ loop body (which also ran the initial-size MLE, plain MLE and the equal-budget s
 reference.
 
 Catalogues (N, M) as TORS Table 2 and sim-ml1m; sizes as the chapter: n_max = 3,200, fixed
-n = 500 / 500 / 1,000 (500 on sim-ml1m), n_0 by ``initial_size_rule`` (K_max = 50). Global ranks:
+n = 500 / 500 / 1,000 (500 on sim-ml1m), n_0 by ``initial_size_rule`` (n_max / 16). Global ranks:
 five Beta(a, 1.2) rank models (a = 0.25 ... 0.45) as in ``bench_adaptive.py``; the cost depends
 on N, M and the sizes, not on the models. One BLAS thread, as in the chapter.
 
@@ -63,7 +63,7 @@ def test_table5_repeat(benchmark, catalogue, grid):
     """One repeat of Table 5's work for five models: dense estimators (today) or the grid."""
     N, M, nfix = CATALOGUES[catalogue]
     ranks = _ranks(N, M)
-    n0 = initial_size_rule(N, N_MAX, 50)
+    n0 = initial_size_rule(N_MAX)
     out = benchmark.pedantic(table5_repeat, args=(ranks, N, n0, nfix, grid), rounds=1, iterations=1)
     benchmark.extra_info.update({"N": N, "M": M, "n0": n0, "fixed_n": nfix})
     assert set(out) == set(ranks) and all(np.isfinite(o["adaptive"]).all() for o in out.values())
@@ -86,7 +86,7 @@ def test_former_loop_body(benchmark, catalogue):
     """The chapter's former loop body, one repeat of five models (dense)."""
     N, M, nfix = CATALOGUES[catalogue]
     ranks = _ranks(N, M)
-    n0 = initial_size_rule(N, N_MAX, 50) if catalogue != "sim-ml1m" else 100
+    n0 = initial_size_rule(N_MAX) if catalogue != "sim-ml1m" else 100
 
     def run():
         with threadpool_limits(1, "blas"):

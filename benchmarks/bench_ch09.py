@@ -27,7 +27,7 @@ N, M = 9_916, 55_187
 KS = list(range(1, 51))
 METRICS = ["recall", "ndcg"]
 ITEM_SIZES, USER_COUNTS, COMBINED = [100, 500], [1_000, 5_000, 10_000], 1_000
-N0, NMAX, _ = scaled_sizes(N, 50)
+N0, NMAX, _ = scaled_sizes(N)
 
 
 def _ranks(seed=0):

@@ -74,32 +74,32 @@ def test_relative_error_and_table5_row_by_hand():
 
 
 def test_initial_size_rule():
-    # TORS's n_max = 3,200 with K_max = 50 on the three TORS-shaped catalogues
-    assert C.initial_size_rule(9_916, 3_200) == 100   # N / 50 = 198
-    assert C.initial_size_rule(25_815, 3_200) == 400  # N / 50 = 516
-    assert C.initial_size_rule(20_720, 3_200) == 400  # N / 50 = 414
-    assert C.initial_size_rule(3_706, 3_200) == 50    # N / 50 = 74
-    for N, top in ((3_706, 3_200), (1_682, 160), (50_000, 3_000)):
-        n0 = C.initial_size_rule(N, top)
+    # TORS's n_max = 3,200: n_0 = 200, below TORS Table 5's smallest average adaptive size on every
+    # dataset (pinterest-20 259.77, yelp 288.70, ml-20m 705.76), the largest n_max / 2^t that is
+    assert C.initial_size_rule(3_200) == 200
+    assert max(n for n in (3_200 >> t for t in range(6)) if n <= 288.70) == 200
+    assert C.initial_size_rule(160) == 10 and C.initial_size_rule(48) == 3 and C.initial_size_rule(8) == 2
+    for top in (3_200, 160, 48, 3_000, 8):
+        n0 = C.initial_size_rule(top)
         assert top % n0 == 0 and ((top // n0) & (top // n0 - 1)) == 0  # n_max = n0 * 2^t
-        assert n0 <= N // 50 or n0 % 2 == 1 or n0 // 2 < 2
-        assert 2 * n0 > N // 50 or n0 == top
+        assert top // n0 == 16 or n0 % 2 == 1 or n0 // 2 < 2
     with pytest.raises(ValueError, match="max_size must be"):
-        C.initial_size_rule(100, 200)
+        C.initial_size_rule(1)
 
 
 def test_scaled_sizes_rule():
     frac = np.mean([500 / 9_916, 500 / 25_815, 1_000 / 20_720])
     for N in (3_706, 9_916, 20_720, 25_815, 1_000):
         n0, n_max, n = C.scaled_sizes(N)
-        assert n_max == 8 * n0 and n0 <= N // 50 and n_max <= N
-        assert n0 == min(round(0.124 * N / 8), N // 50)
+        assert n_max == 16 * n0 == 16 * C.initial_size_rule(n_max) and n_max <= N
+        assert n0 == round(0.124 * N / 16)
+        assert abs(n_max - 0.124 * N) <= 8  # 12.4% of N up to the rounding of n_0
         assert n == round(frac * N)
-    assert C.scaled_sizes(25_815) == (400, 3_200, 1_016)  # yelp: TORS's own n_max = 3,200
-    assert C.scaled_sizes(3_706) == (57, 456, 146)         # sim-ml1m
+    assert C.scaled_sizes(25_815) == (200, 3_200, 1_016)  # yelp: TORS's own n_max = 3,200
+    assert C.scaled_sizes(3_706) == (29, 464, 146)         # sim-ml1m
     assert C.scaled_sizes(10)[:2] == (2, 8)
-    with pytest.raises(ValueError, match="max_k must be"):
-        C.scaled_sizes(100, 0)
+    with pytest.raises(ValueError, match="n_items must be"):
+        C.scaled_sizes(1)
 
 
 def test_adaptive_against_fixed_reproducible_and_parallel():

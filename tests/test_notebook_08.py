@@ -12,7 +12,31 @@ from itemsampling.metrics import metric_curve
 from itemsampling.run import run_notebook
 
 NB = Path(__file__).resolve().parents[1] / "notebooks" / "08-adaptive-sampling.md"
-N, USERS, N0, NMAX, NFIX, REPS, MAXK = 400, 1000, 10, 80, 40, 2, 20
+N, USERS, N0, NMAX, NFIX, REPS, MAXK = 400, 1000, 10, 80, 40, 3, 20
+FOUR = ("BV_MES", "BV_MLE", "MN_MES", "MN_MLE")
+
+
+def _holm(p, alpha=0.05):
+    """Holm's step-down procedure by hand."""
+    p = np.asarray(p, dtype=float)
+    out = np.zeros(p.size, dtype=bool)
+    for k, i in enumerate(np.argsort(p, kind="stable")):
+        if p[i] > alpha / (p.size - k):
+            break
+        out[i] = True
+    return out
+
+
+def _row_p(adaptive, fixed):
+    """scipy's paired t test of adaptive against each fixed-size estimator (t_{n-1}): p of "more
+    accurate than all four" (the largest p when adaptive's mean is below all four) and of "less
+    accurate than one" (4 x the smallest p among those above it)."""
+    a = np.asarray(adaptive)
+    ps = {lab: stats.ttest_rel(a, np.asarray(v)).pvalue for lab, v in fixed.items()}
+    below = {lab: a.mean() < np.mean(v) for lab, v in fixed.items()}
+    win = max(ps.values()) if all(below.values()) else 1.0
+    up = [ps[lab] for lab in fixed if not below[lab]]
+    return win, min(1.0, len(fixed) * min(up)) if up else 1.0
 CAT_FIX, CAT_MAX = 40, 160  # the catalogue section on sim-ml100k (N = 1,682, M = 943)
 
 
@@ -24,7 +48,8 @@ def results(tmp_path_factory):
               "seed": 4, "catalogues": ["sim-ml100k"], "catalogue_models": ["popular", "svd8"],
               "catalogue_fixed_sizes": [CAT_FIX], "catalogue_max_size": CAT_MAX, "catalogue_repeats": REPS,
               "nm_items": [200, 400], "nm_users": [300, 600], "nm_fixed_users": 300, "nm_fixed_items": 400,
-              "nm_repeats": REPS, "nm_sizes": [N0, NMAX, NFIX], "n_jobs": 1, "absolute_repeats": REPS}
+              "nm_repeats": REPS, "nm_draws": 3, "nm_sizes": [N0, NMAX, NFIX], "n_jobs": 1,
+              "absolute_repeats": REPS}
     return run_notebook(NB, params, out, progress=False)["results"]
 
 
@@ -199,8 +224,8 @@ def test_table5_catalogues_recomputed(results):
     assert set(entry) == {"N", "M", "fixed_size", "models"} and entry["fixed_size"] == CAT_FIX
     sizes = results["ch08_cat_sizes"]["sim-ml100k"]
     assert sizes["max_size"] == CAT_MAX
-    assert sizes["initial_size"] == 80  # the largest 160 / 2^t not above N / max_k = 1682 // 20 = 84
-    wins = 0
+    assert sizes["initial_size"] == 10  # the size rule: n_max / 16
+    p_win, p_lose = [], []
     for m, row in entry["models"].items():
         assert set(row) == {"adaptive_mle", "best_fixed", "best_fixed_name", "average_size", "se_paired"}
         p = per["sim-ml100k"][m]
@@ -211,38 +236,50 @@ def test_table5_catalogues_recomputed(results):
         assert row["best_fixed"] == pytest.approx(fixed[best].mean(), rel=1e-12)
         assert row["adaptive_mle"] == pytest.approx(np.mean(p["adaptive"]), rel=1e-12)
         assert row["average_size"] == pytest.approx(np.mean(p["mean_size"]), rel=1e-12)
-        assert 80 <= row["average_size"] <= CAT_MAX
+        assert 10 <= row["average_size"] <= CAT_MAX
         d = np.array(p["adaptive"]) - fixed[best]
         assert row["se_paired"] == pytest.approx(d.std(ddof=1) / np.sqrt(d.size), rel=1e-10)
-        wins += bool(d.mean() < -2 * row["se_paired"])
+        w, l_ = _row_p(p["adaptive"], fixed)
+        p_win.append(w)
+        p_lose.append(l_)
     assert results["ch08_cat_rows"] == len(entry["models"]) == 2
-    assert results["ch08_cat_wins"] == wins
+    assert results["ch08_cat_wins"] == int(_holm(p_win).sum())
+    assert results["ch08_cat_losses"] == int(_holm(p_lose).sum())
+    assert results["ch08_cat_wins_text"] == f"{int(_holm(p_win).sum())} of 2 rows (Holm-corrected at 5 %)"
     assert results["ch08_cat_beats"] == sum(r["adaptive_mle"] < r["best_fixed"] for r in entry["models"].values())
 
 
 def test_n_versus_m_experiment(results):
     rows = results["ch08_nm_rows"]
     assert set(rows) == {"N|200|300", "N|400|300", "M|400|300", "M|400|600"}
-    dN = [rows[k]["difference"] for k in ("N|200|300", "N|400|300")]
-    dM = [rows[k]["difference"] for k in ("M|400|300", "M|400|600")]
-    assert results["ch08_nm_span_N"] == pytest.approx(max(dN) - min(dN), rel=1e-12)
-    assert results["ch08_nm_span_M"] == pytest.approx(max(dM) - min(dM), rel=1e-12)
+    # the point where the arms meet is one computation: the same draws in both arms
+    assert rows["N|400|300"]["draws"] == rows["M|400|300"]["draws"]
     for r in rows.values():
-        assert r["difference"] == pytest.approx(r["adaptive_mle"] - r["best_fixed"], rel=1e-9, abs=1e-12)
-    assert results["ch08_nm_change_N"] == pytest.approx(dN[1] - dN[0], rel=1e-12, abs=1e-12)
-    assert results["ch08_nm_change_M"] == pytest.approx(dM[1] - dM[0], rel=1e-12, abs=1e-12)
-    se = np.hypot(rows["N|200|300"]["se_paired"], rows["N|400|300"]["se_paired"])
-    assert results["ch08_nm_moves_N"] == bool(abs(dN[1] - dN[0]) > 2 * se)
+        d = np.array(r["draws"])
+        assert d.size == 3
+        assert r["difference"] == pytest.approx(d.mean(), rel=1e-12, abs=1e-12)
+        assert r["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(3), rel=1e-10)
+    dN = [np.array(rows[k]["draws"]) for k in ("N|200|300", "N|400|300")]
+    dM = [np.array(rows[k]["draws"]) for k in ("M|400|300", "M|400|600")]
+    assert results["ch08_nm_change_N"] == pytest.approx(dN[1].mean() - dN[0].mean(), rel=1e-12, abs=1e-12)
+    assert results["ch08_nm_change_M"] == pytest.approx(dM[1].mean() - dM[0].mean(), rel=1e-12, abs=1e-12)
+    # Welch's t test over the draws, with the t quantile of the smaller sample (3 - 1 degrees of freedom)
+    for (lo, hi), key in ((dN, "N"), (dM, "M")):
+        se = np.sqrt(lo.var(ddof=1) / lo.size + hi.var(ddof=1) / hi.size)
+        t = (hi.mean() - lo.mean()) / se
+        assert results[f"ch08_nm_moves_{key}"] == bool(2 * stats.t.sf(abs(t), 2) < 0.05)
+        assert "population draws" in results[f"ch08_nm_verdict_{key}"]
     text = results["ch08_nm_finding"]
-    assert ("neither moves it" in text) == (not results["ch08_nm_moves_N"] and not results["ch08_nm_moves_M"])
+    moved = results["ch08_nm_moves_N"] or results["ch08_nm_moves_M"]
+    assert ("does not attribute" in text) == (not moved and not (results["ch08_nm_flat_N"] or results["ch08_nm_flat_M"]))
 
 
 def test_size_rule_and_terminal_cost(results):
     from itemsampling.catalogue import scaled_sizes
 
-    assert (results["ch08_rule_n0"], results["ch08_rule_nmax"], results["ch08_rule_n"]) == scaled_sizes(N, MAXK)
+    assert (results["ch08_rule_n0"], results["ch08_rule_nmax"], results["ch08_rule_n"]) == scaled_sizes(N)
     assert results["ch08_sizes_text"].startswith("this run sets its own")  # the test passes its own sizes
-    assert results["ch08_abs_resolution"] == pytest.approx((N - 1) / 99)
+    assert results["ch08_abs_resolution"] == pytest.approx((N - 1) / 199)  # n_0 = 3,200 / 16
     # N = 400 < 3,200: TORS's absolute sizes cannot run, and the sentence says so
     assert "exceeds this catalogue" in results["ch08_abs_text"] and "ch08_abs_rows" not in results
     for m, c in results["ch08_terminal_cost"].items():
@@ -252,17 +289,24 @@ def test_size_rule_and_terminal_cost(results):
 
 
 def test_rule_rows_recomputed(results):
-    wins = losses = 0
+    p_win, p_lose = [], []
     for m in results["ch08_models"]:
         a = np.array(results["ch08_rel_adaptive_per_repeat"][m])
-        fixed = {lab: np.array(v) for lab, v in results["ch08_rel_fixed_per_repeat"][m].items()
-                 if lab in ("BV_MES", "BV_MLE", "MN_MES", "MN_MLE")}
+        fixed = {lab: np.array(v) for lab, v in results["ch08_rel_fixed_per_repeat"][m].items() if lab in FOUR}
         best = min(fixed, key=lambda lab: fixed[lab].mean())
         d = a - fixed[best]
         se = d.std(ddof=1) / np.sqrt(d.size)
         row = results["ch08_rule_rows"][m]
         assert row["difference"] == pytest.approx(d.mean(), rel=1e-12, abs=1e-12)
         assert row["se_paired"] == pytest.approx(se, rel=1e-10)
-        wins += bool(d.mean() < -2 * se)
-        losses += bool(d.mean() > 2 * se)
+        w, l_ = _row_p(a, fixed)
+        p_win.append(w)
+        p_lose.append(l_)
+        assert results["ch08_t83_p"][m]["win"] == pytest.approx(w, rel=1e-9)
+        assert results["ch08_t83_p"][m]["lose"] == pytest.approx(l_, rel=1e-9)
+    wins, losses = int(_holm(p_win).sum()), int(_holm(p_lose).sum())
     assert (results["ch08_rule_wins"], results["ch08_rule_losses"]) == (wins, losses)
+    n = len(results["ch08_models"])
+    assert results["ch08_t83_wins"] == f"{wins} of {n} models (Holm-corrected at 5 %)"
+    assert f"at {REPS} repeats" in results["ch08_rule_text"]
+    assert results["ch08_repeats_text"] == f"both halves rest on {REPS} repeats"

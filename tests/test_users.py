@@ -241,3 +241,56 @@ def test_bonferroni_and_holm_by_hand():
 def test_multiple_comparisons_bad_input(p, kw, match):
     with pytest.raises(ValueError, match=match):
         multiple_comparisons(p, **kw)
+
+
+def test_bonferroni_factor_is_the_ratio_of_sample_sizes():
+    from itemsampling.users import bonferroni_factor
+
+    assert bonferroni_factor(1) == pytest.approx(1.0, rel=1e-12)
+    z = stats.norm.isf
+    assert bonferroni_factor(10) == pytest.approx((z(0.05 / 20) / z(0.025)) ** 2, rel=1e-12)
+    # the unrounded sizes of Eq. 52 for 45 pairs and for one pair: 2 p (1 - p) (z / e)^2 each
+    e = 0.01
+    m45 = 2 * 0.25 * (z(0.05 / 90) / e) ** 2
+    m1 = 2 * 0.25 * (z(0.025) / e) ** 2
+    assert bonferroni_factor(45) == pytest.approx(m45 / m1, rel=1e-12)
+    assert sample_size(e, n_models=45, comparison=True) == math.ceil(m45)
+    # it grows like log k: z_b^2 / (2 ln(1/b)) -> 1 as b -> 0, so factor(k) / ln k tends to 2 / z^2
+    ks = np.array([1e3, 1e6, 1e12])
+    f = np.array([bonferroni_factor(int(k)) for k in ks])
+    assert np.all(np.diff(f / np.log(ks)) < 0) and 2 / 1.96 ** 2 < f[-1] / np.log(ks[-1]) < 1.0
+    with pytest.raises(ValueError, match="n_statements"):
+        bonferroni_factor(0)
+
+
+def test_interval_coverage_is_the_binomial_sum():
+    from itemsampling.users import interval_coverage
+
+    # m = 1: Wald is the point {0} or {1}, so it never covers a p inside (0, 1)
+    assert interval_coverage(1, [0.1, 0.5], method="wald").tolist() == [0.0, 0.0]
+    # brute force: every sample of m = 12 users enumerated by its number of hits
+    m, p = 12, 0.3
+    total = 0.0
+    for q in range(m + 1):
+        lo, hi = confidence_interval(np.r_[np.ones(q), np.zeros(m - q)], 0.9, "wilson")
+        total += math.comb(m, q) * p ** q * (1 - p) ** (m - q) * (lo <= p <= hi)
+    assert interval_coverage(m, p, 0.9, "wilson") == pytest.approx(total, rel=1e-12)
+    # Clopper-Pearson is exact-conservative: never below the level, for any m and p
+    grid = np.linspace(0.01, 0.99, 99)
+    for m in (5, 50, 200):
+        assert interval_coverage(m, grid, 0.95, "clopper-pearson").min() >= 0.95
+    # the case: Wilson at m = 50, p = 0.01 covers 0.911
+    assert interval_coverage(50, 0.01, 0.95, "wilson") == pytest.approx(0.9106, abs=5e-4)
+    for bad in ({"p": 0.0}, {"p": [0.5, 1.0]}, {"method": "t"}):
+        with pytest.raises(ValueError, match="p must|method must"):
+            interval_coverage(10, **{"p": 0.5, **bad})
+
+
+def test_break_even_users():
+    from itemsampling.users import break_even_users
+
+    # TORS-sized example of the book: 32,500 users against adaptive item sampling at 2.36% of N
+    assert break_even_users(32_500, 9_916, 0.0236 * 9_916) == pytest.approx(32_500 / 0.0236, rel=1e-12)
+    assert break_even_users(1_000, 3_000, 100) == 30_000
+    with pytest.raises(ValueError, match="items_per_user"):
+        break_even_users(10, 100, 0)

@@ -262,42 +262,64 @@ def table5_row(run: dict) -> dict:
             "difference": diff, "verdict": verdict}
 
 
-def initial_size_rule(n_items: int, max_size: int, max_k: int = 50) -> int:
-    r"""Chapter 8's :math:`n_0` for a given :math:`n_{max}`: the largest :math:`n_{max}/2^t` (an
-    integer >= 2, so that Algorithm 1's doublings reach :math:`n_{max}`) not above
-    :math:`\lfloor N/\mathrm{max\_k}
-floor`, so that the first sample resolves global ranks to
-    about :math:`N/n_0 \ge` ``max_k`` positions and a target in the top ``max_k`` can leave rank 1
-    at the first size (if even the smallest halving is above the bound, that smallest halving)."""
-    N = check_int(n_items, "n_items", low=2)
-    n = check_int(max_size, "max_size", low=2, high=N)
-    max_k = check_int(max_k, "max_k", low=1)
-    while n % 2 == 0 and n // 2 >= 2 and n > N // max_k:
+#: TORS's terminal size n_max (Sec. 8.4, on all three of their catalogues).
+TORS_MAX_SIZE = 3200
+#: n_max / n_0 of the book's size rule: four doublings (:func:`initial_size_rule`).
+LADDER_RATIO = 16
+
+
+def initial_size_rule(max_size: int) -> int:
+    r"""The book's :math:`n_0` for a given :math:`n_{max}`: :math:`n_{max}/16`, four doublings
+    (halved further only while the result is an integer >= 2, for the smallest :math:`n_{max}`).
+
+    Derivation, from TORS Table 5's average adaptive sizes: every user gets at least :math:`n_0`
+    items, so :math:`n_0` is at most the smallest average size TORS print for a dataset, 259.77 on
+    pinterest-20, 288.70 on yelp and 705.76 on ml-20m. With their :math:`n_{max}` = 3,200 =
+    :math:`n_0 2^t`, yelp leaves :math:`n_0 \in \{200, 100, 50, \dots\}`; the rule takes the largest,
+    200 = 3,200/16, which is also below the pinterest-20 and ml-20m bounds. The same ratio serves every
+    :math:`n_{max}` (:func:`scaled_sizes`), so chapters 8 and 9 use one rule."""
+    n = check_int(max_size, "max_size", low=2)
+    steps = 0
+    while n % 2 == 0 and n // 2 >= 2 and (1 << steps) < LADDER_RATIO:
         n //= 2
+        steps += 1
     return n
 
 
-def scaled_sizes(n_items: int, max_k: int = 50) -> tuple[int, int, int]:
-    r"""Chapter 8's size rule ``(n_0, n_max, n)`` for a catalogue of :math:`N` items, every size a
+def scaled_sizes(n_items: int) -> tuple[int, int, int]:
+    r"""The book's size rule ``(n_0, n_max, n)`` for a catalogue of :math:`N` items, every size a
     share of :math:`N` as in TORS rather than an absolute number:
 
-    * :math:`n_{max} = 8 n_0` (three doublings), about 12.4% of :math:`N` (TORS Sec. 6.3: "when the
-      sample reaches 12.4% ... the sampling efficiency will reduce quickly"; default 10-15%);
-    * :math:`n_0 = \min(\mathrm{round}(0.124 N/8), \lfloor N/\mathrm{max\_k}\rfloor)`, so that the first
-      sample resolves global ranks to :math:`N/n_0 \ge` ``max_k`` positions;
+    * :math:`n_0 = \mathrm{round}(0.124 N/16)` (at least 2) and :math:`n_{max} = 16 n_0`, about 12.4%
+      of :math:`N` (TORS Sec. 6.3: "when the sample reaches 12.4% ... the sampling efficiency will
+      reduce quickly"; default 10-15%), with the ladder ratio of :func:`initial_size_rule`;
     * fixed :math:`n` = 3.93% of :math:`N`, the mean of TORS's three ratios 500/9,916, 500/25,815
       and 1,000/20,720 (Sec. 8.4).
 
-    On yelp's :math:`N` = 25,815 the rule gives TORS's own :math:`n_{max}` = 3,200 (:math:`n_0` = 400).
-    Catalogues under 16 items get :math:`n_0 = 2` and the largest power of two :math:`\le N`."""
+    On yelp's :math:`N` = 25,815 the rule gives TORS's own :math:`n_{max}` = 3,200 (:math:`n_0` = 200).
+    The first sample resolves global ranks to :math:`N/n_0 pprox 129` positions on any catalogue.
+    Catalogues with :math:`16 n_0 > N` get :math:`n_0 = 2` and the largest power of two :math:`\le N`."""
     N = check_int(n_items, "n_items", low=2)
-    max_k = check_int(max_k, "max_k", low=1)
-    n0 = max(2, min(int(round(0.124 * N / 8)), N // max_k))
-    n_max = 8 * n0
+    n0 = max(2, int(round(0.124 * N / LADDER_RATIO)))
+    n_max = LADDER_RATIO * n0
     if n_max > N:
         n0, n_max = 2, 1 << (N.bit_length() - 1)
     frac = float(np.mean([500 / 9_916, 500 / 25_815, 1_000 / 20_720]))
     return int(n0), int(n_max), int(max(2, min(N, round(frac * N))))
+
+
+def user_table_sizes(n_items: int, n_users: int) -> tuple[list[int], list[int]]:
+    r"""Chapter 9's sizes for TORS Tables 8-9 on a catalogue of :math:`N` items and :math:`M` users:
+    TORS's item-sampling sizes :math:`n` = 100 and 500 and user counts 1,000, 5,000 and 10,000
+    (Sec. 8.6, on pinterest-20) as shares of pinterest-20's :math:`N` = 9,916 and :math:`M` = 55,187
+    (TORS Table 2), so that a catalogue of pinterest-20's shape gets TORS's own sizes. Returns
+    ``(item_sizes, user_counts)``; each size at least 2, each count at least 1 and at most
+    :math:`M`."""
+    N = check_int(n_items, "n_items", low=2)
+    M = check_int(n_users, "n_users", low=1)
+    items = [int(min(N, max(2, round(n * N / 9_916)))) for n in (100, 500)]
+    users = [int(min(M, max(1, round(m * M / 55_187)))) for m in (1_000, 5_000, 10_000)]
+    return items, users
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,11 @@ metric :math:`T = \frac1m\sum_u x_u` is its sample mean. For Recall@K, :math:`x_
   t-test (Sec. 7.2, for NDCG / AP) and the paired tests that match the usual design where both
   models are scored on the *same* users: paired t, sign test and Wilcoxon signed-rank
   (Gunawardana & Shani 2009, cited in TORS Sec. 7);
-* :func:`multiple_comparisons` -- Bonferroni and Holm (1979) adjusted p-values.
+* :func:`multiple_comparisons` -- Bonferroni and Holm (1979) adjusted p-values;
+* :func:`bonferroni_factor` -- the factor by which the Bonferroni correction multiplies Eq. 46's
+  sample size; :func:`interval_coverage` -- the exact coverage of an interval for a proportion
+  (binomial sums, no simulation); :func:`break_even_users` -- the population size above which user
+  sampling costs fewer scores than item sampling at the same error (TORS Sec. 8.6).
 
 The distributions (normal, t, binomial, beta, Wilcoxon) are scipy's.
 """
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ._validation import as_rng, check_int, check_open_unit
+from ._validation import as_rng, check_int, check_memory, check_open_unit
 
 __all__ = [
     "INTERVAL_METHODS",
@@ -41,6 +45,9 @@ __all__ = [
     "confidence_interval",
     "compare_models",
     "multiple_comparisons",
+    "bonferroni_factor",
+    "interval_coverage",
+    "break_even_users",
 ]
 
 #: Methods of :func:`confidence_interval`.
@@ -330,3 +337,58 @@ def multiple_comparisons(p_values, method: str = "holm", alpha: float = 0.05) ->
         adj = np.empty(k)
         adj[order] = adj_sorted
     return MultipleComparison(adj, adj <= alpha, method, alpha)
+
+
+def bonferroni_factor(n_statements: int, confidence: float = 0.95) -> float:
+    r"""The factor :math:`(z_{\alpha/(2k)}/z_{\alpha/2})^2` by which the Bonferroni correction for
+    :math:`k` = ``n_statements`` simultaneous statements multiplies the sample size of Eq. 46 / 52
+    (TORS Sec. 7.2: "This will lead the sample size to be multiplied"). It grows like
+    :math:`\log k` (since :math:`z_{\beta}^2 \approx 2\ln(1/\beta)` for small :math:`\beta`): 1 at
+    :math:`k = 1`, about 2.05 at :math:`k = 10` and 2.77 at :math:`k = 45` for 95%. It is the ratio of
+    the unrounded sizes; :func:`sample_size` rounds each up."""
+    k = check_int(n_statements, "n_statements", low=1)
+    c = check_open_unit(confidence, "confidence", "a confidence level")
+    z1 = float(stats.norm.ppf(1.0 - (1.0 - c) / 2.0))
+    zk = float(-stats.norm.ppf((1.0 - c) / (2.0 * k)))  # the upper quantile, accurate for tiny tails
+    return (zk / z1) ** 2
+
+
+def interval_coverage(n_users: int, p, confidence: float = 0.95, method: str = "wilson") -> np.ndarray:
+    r"""Exact coverage of an interval for a proportion on :math:`m` = ``n_users`` 0/1 values:
+    :math:`\Pr_p(\mathrm{low}(Q) \le p \le \mathrm{high}(Q)) = \sum_{q=0}^m \binom mq p^q(1-p)^{m-q}\,
+    \delta(\mathrm{low}(q) \le p \le \mathrm{high}(q))`, :math:`Q \sim \mathrm{Binomial}(m, p)` (TORS Eq.
+    45), since each of these intervals depends on a sample only through its number of hits
+    :math:`Q`. ``method``: ``"wald"``, ``"wilson"``, ``"clopper-pearson"`` or ``"hoeffding"``
+    (:func:`confidence_interval`). ``p``: a proportion in (0, 1) or an array of them; returns an
+    array of the shape of ``p``. No simulation, so no Monte Carlo error: a coverage of 0.9495 is
+    below 0.95."""
+    m = check_int(n_users, "n_users", low=1)
+    c = check_open_unit(confidence, "confidence", "a confidence level")
+    if method not in ("wald", "wilson", "clopper-pearson", "hoeffding"):
+        raise ValueError(f"method must be one of ('wald', 'wilson', 'clopper-pearson', 'hoeffding'), got {method!r}")
+    pp = np.asarray(p, dtype=np.float64)
+    if pp.size == 0 or not np.all(np.isfinite(pp)) or pp.min() <= 0 or pp.max() >= 1:
+        raise ValueError(f"p must be proportions in the open interval (0, 1), got {p!r}")
+    check_memory(8 * (m + 1) * (pp.size + 2), "the binomial table of interval_coverage", "n_users")
+    bounds = np.array([confidence_interval(np.r_[np.ones(q), np.zeros(m - q)], c, method) for q in range(m + 1)])
+    q = np.arange(m + 1)
+    flat = pp.ravel()
+    pmf = stats.binom.pmf(q[None, :], m, flat[:, None])  # one row per p
+    inside = (bounds[None, :, 0] <= flat[:, None]) & (flat[:, None] <= bounds[None, :, 1])
+    return np.sum(pmf * inside, axis=1).reshape(pp.shape)
+
+
+def break_even_users(users_needed, n_items, items_per_user) -> float:
+    r"""The number of users :math:`M^*` above which user sampling is the cheaper design (TORS Sec.
+    8.6): user sampling scores :math:`m` users against all :math:`N` items (:math:`mN` scores), item
+    sampling every user against :math:`n` items on average (:math:`Mn`), so at equal error user
+    sampling costs less when :math:`M > M^* = mN/n`, with :math:`m` = ``users_needed`` the users that
+    reach item sampling's error (Eq. 46, which does not depend on :math:`M`), :math:`N` =
+    ``n_items`` and :math:`n` = ``items_per_user``."""
+    m = float(users_needed)
+    N = float(n_items)
+    n = float(items_per_user)
+    for name, v in (("users_needed", m), ("n_items", N), ("items_per_user", n)):
+        if not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{name} must be a positive number, got {v!r}")
+    return m * N / n
