@@ -35,7 +35,7 @@ import warnings
 
 import numpy as np
 
-from .._validation import ResolutionWarning, check_bool, check_int, check_probability_vector
+from .._validation import ResolutionWarning, as_rng, check_bool, check_int, check_probability_vector
 from .bootstrap import MetricEstimate, ModelComparison, bootstrap_metric, bootstrap_metrics, compare_estimates
 from ..metrics import canonical_metric, metric_function
 from .distribution import OPTIONS as _FIT_OPTIONS, PER_USER_SIZE_METHODS as _FIT_PER_USER
@@ -65,7 +65,7 @@ __all__ = [
     "ResolutionWarning",
 ]
 
-#: Methods accepted by :func:`estimate_metric`.
+#: Methods accepted by :func:`estimate_metric` (and ``"auto"``, :mod:`.auto`: one of them chosen from the data).
 METHODS = ("sampled", "rank_estimate", "cls", "bv", "mn", "mn_weighted", "mle", "wmle", "mes",
            "bv_mle", "bv_mes", "mn_mle", "mn_mes", "mnw_mle", "mnw_mes")
 
@@ -438,6 +438,15 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
     from .conditional import check_target
 
     check_target(target)
+    if method == "auto":
+        from .auto import auto_estimates
+
+        canonical_metric(metric)
+        _warn_resolution(n_items, sample_size, k, method)
+        return auto_estimates(sampled_ranks, n_items, sample_size, [metric], k, ci, n_boot, rng, target,
+                              **params)[metric]
+    if "widen" in params:
+        raise ValueError("widen is an option of method 'auto' only")
     _warn_resolution(n_items, sample_size, k, method)
     if ci is not None:
         return _interval(True, sampled_ranks, n_items, sample_size, metric, k, method, ci, n_boot, rng, target, params)
@@ -517,6 +526,23 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
     _check_nonempty(metrics, "metrics", "metric")
     _check_nonempty(methods, "methods", f"method of {METHODS}")
     _warn_resolution(n_items, sample_size, k, methods)
+    methods = [methods] if isinstance(methods, str) else list(methods)
+    if "auto" in methods:  # chosen from the data (module estimators.auto); the others as usual
+        from .auto import auto_estimates, check_auto_params
+
+        check_auto_params({x: v for x, v in params.items() if x != "widen"})
+        for m in ([metrics] if isinstance(metrics, str) else metrics):
+            canonical_metric(m)
+        gen = as_rng(rng)
+        rest = [m for m in methods if m != "auto"]
+        out = {}
+        if rest:
+            out = estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, rest, ci, n_boot, gen, target,
+                                   **{x: v for x, v in params.items() if x != "widen"})
+        auto = auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci, n_boot, gen, target, **params)
+        return {m: (auto if m == "auto" else out[m]) for m in methods}
+    if "widen" in params:
+        raise ValueError("widen is an option of method 'auto' only")
     if ci is not None:
         return _interval(False, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target,
                          params)

@@ -65,6 +65,7 @@ from .distribution import (
 
 __all__ = [
     "MetricEstimate",
+    "AutoEstimate",
     "ModelComparison",
     "ModelsBootstrap",
     "bootstrap_metric",
@@ -111,6 +112,24 @@ class MetricEstimate:
                     f"[{self.low:.6g}, {self.high:.6g}], n_boot={self.n_boot})")
         return (f"MetricEstimate(method={self.method!r}, estimate={self.estimate!r}, low={self.low!r}, "
                 f"high={self.high!r}, confidence={self.confidence}, n_boot={self.n_boot})")
+
+
+@dataclass(frozen=True, repr=False)
+class AutoEstimate(MetricEstimate):
+    """The result of ``method="auto"`` (:mod:`itemsampling.estimators.auto`): a
+    :class:`MetricEstimate` (``method`` is ``"auto"``; without ``ci`` ``low``/``high`` are NaN and
+    ``n_boot`` 0) with, per cut-off, the ``chosen`` estimator, the bias ``margin`` by which the
+    interval was widened (when ``widened``), and the whole ``selection`` (candidates, each one's
+    simulated error under each fit, the reasons, what was skipped)."""
+
+    chosen: object = None
+    margin: object = 0.0
+    widened: bool = False
+    selection: object = None
+
+    def __repr__(self) -> str:
+        return (f"AutoEstimate(chosen={self.chosen!r}, estimate={self.estimate!r}, low={self.low!r}, "
+                f"high={self.high!r}, margin={self.margin!r}, widened={self.widened})")
 
 
 @dataclass(frozen=True)
@@ -530,8 +549,14 @@ def bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci:
 
     Returns
     -------
-    MetricEstimate, with array fields when ``k`` is a sequence.
+    MetricEstimate, with array fields when ``k`` is a sequence (an :class:`AutoEstimate` for
+    ``method="auto"``, :mod:`itemsampling.estimators.auto`).
     """
+    if method == "auto":
+        from . import estimate_metric
+
+        return estimate_metric(sampled_ranks, n_items, sample_size, metric, k, "auto", ci=check_confidence(ci, "ci"),
+                               n_boot=_check_n_boot(n_boot), rng=rng, **params)
     out = bootstrap_metrics(sampled_ranks, n_items, sample_size, [metric], k, [method], ci=ci,
                             n_boot=n_boot, rng=rng, _single=True, **params)
     return out[method][metric]
@@ -547,6 +572,9 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     gen = as_rng(rng)
+    if "auto" in _names(methods, "methods"):  # method="auto" (module .auto) with the others
+        return estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci, n_boot=n_boot,
+                                rng=gen, **params)
     r, N, sizes, pools = _check_input(sampled_ranks, n_items, sample_size)
     metrics_l, methods_l = _names(metrics, "metrics"), _names(methods, "methods")
     for m in methods_l:

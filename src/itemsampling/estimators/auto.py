@@ -1,0 +1,343 @@
+r"""``method="auto"``: the estimator chosen from the data, per metric and cut-off, and the bias
+margin that keeps its interval's coverage.
+
+The rule (derived and validated in the guide, "Which estimator?")
+-------------------------------------------------------------------
+No estimator wins everywhere: the most accurate one moves with the rank distribution, the
+resolution :math:`N/(n-1)`, the number of users :math:`M` and the cut-off :math:`K` (guide,
+Table G.4). But each estimator's error on a data set *like this one* can be simulated: draw
+:math:`M` global ranks from a rank distribution :math:`P(R)`, their sampled ranks through the
+kernel :math:`P(r\mid R)` (TORS Eq. 5), apply the estimator and compare with the users' own
+metric :math:`\frac1M\sum_u F(R_u)` (what :mod:`itemsampling.plan` does for one estimator).
+The catch is :math:`P(R)`: the truth is unknown, and a choice made under one fitted
+distribution inherits that fit's blind spots: every fit agrees with the sampled-rank law
+:math:`\tilde P(r) = \sum_R P(R) P(r\mid R)` but they differ inside one kernel width, exactly
+where the estimators' biases live. So the error is simulated under **several plausible fits**
+of the same data, each within sampling error of :math:`\tilde P`:
+
+* the MLE (EM, Jin et al. 2021 Eq. 20-21): the least regularised;
+* MES (TORS Eq. 35-36): the smoothest (maximum entropy) distribution near :math:`\tilde P`;
+* the BV-derived :math:`\widehat P(R)` (Jin et al. Eq. 15; TORS Eq. 28): BV with a uniform
+  prior, the one shaped by a fixed correction (dense only: it needs every cut-off 1..N);
+
+and each candidate :math:`c` is scored by its **worst case over the fits**,
+:math:`\max_f \mathrm{RMSE}_f(c)`, and the candidate with the smallest worst case is chosen
+(minimax; ties go to the earlier candidate of :data:`CANDIDATES`). The simulations of all
+candidates share the same draws (common random numbers), so the comparison is much more precise
+than each RMSE; they are drawn from ``rng``: one seed, one choice.
+
+Candidates (:data:`CANDIDATES`): MLE, MES, CLS, BV (:math:`\gamma` = :data:`GAMMA`, uniform
+prior) and MN with the MLE prior, the corrected estimators of the guide's Table G.3. The input
+restricts them: per-user sample sizes leave MLE alone (the only one that takes them), per-user
+catalogue sizes drop CLS (one bounded least squares per pool), and the grid (catalogue scale)
+drops CLS (no grid version) and the BV-derived fit; with per-user catalogue sizes the errors are
+simulated on the largest pool. A candidate that fails on the data (or in the simulation) is
+skipped with its error recorded in :attr:`AutoSelection.skipped`.
+
+The bias margin
+---------------
+A bootstrap interval is centred on what the estimator returns, so it misses a bias of the
+estimator itself; below one kernel width the bias is of the order of the interval (guide, Table
+G.2b). The simulation measures the chosen estimator's bias :math:`b_f` under each fit;
+:meth:`AutoSelection.margin` is :math:`\max_f |b_f|`, and ``widen=True`` moves both ends of the
+interval out by it (the bias-aware half-width of :func:`itemsampling.plan.normal_error_quantile`
+uses the same :math:`b`; here it is added to an interval that already holds the variance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._validation import as_rng, check_bool, check_int
+
+__all__ = ["CANDIDATES", "GAMMA", "N_SIM", "AutoSelection", "select_estimators"]
+
+#: The candidates of ``method="auto"``, in tie-break order.
+CANDIDATES = ("mle", "mes", "cls", "bv", "mn_mle")
+#: BV's :math:`\gamma` among the candidates (Krichene & Rendle's value; the guide's "BV 0.1").
+GAMMA = 0.1
+#: Simulated data sets per fit.
+N_SIM = 12
+#: The fits of :math:`P(R)` the errors are simulated under.
+FITS = ("mle", "mes", "bv")
+_LINEAR = ("cls", "bv")
+#: options of the candidates that ``auto`` sets itself, and those it accepts from the caller
+_OWN = {"bv": {"gamma": GAMMA}}
+AUTO_OPTIONS = ("replacement", "grid")
+
+
+def _params(method: str, base: dict) -> dict:
+    return {**base, **_OWN.get(method, {})}
+
+
+def check_auto_params(params: dict) -> None:
+    """``method="auto"`` takes only :data:`AUTO_OPTIONS`; an option of one method (``gamma``,
+    ``eta``, ...) is refused, naming it."""
+    bad = sorted(set(params) - set(AUTO_OPTIONS))
+    if bad:
+        raise ValueError(f"method 'auto' chooses each estimator with its own settings; option(s) {bad} belong to "
+                         f"one method: pass an explicit method to use them (auto accepts only {list(AUTO_OPTIONS)})")
+
+
+@dataclass
+class AutoSelection:
+    """What ``method="auto"`` chose and why.
+
+    Attributes
+    ----------
+    metrics, ks : the metrics and cut-offs.
+    candidates : tuple      the candidates the input allows (:data:`CANDIDATES` restricted).
+    restricted : str        why candidates were left out by the input ("" if none).
+    skipped : dict          candidate or fit -> the error that removed it.
+    fits : tuple            the fits of :math:`P(R)` the errors were simulated under.
+    n_sim : int             simulated data sets per fit.
+    chosen : dict           (metric, k) -> chosen method.
+    rmse, bias : dict       (metric, k) -> {candidate: {fit: simulated RMSE / bias}}.
+    reason : dict           (metric, k) -> one line saying why.
+    estimates : dict        (metric, k) -> {candidate: its estimate on the data}.
+    """
+
+    metrics: list
+    ks: list
+    candidates: tuple
+    restricted: str = ""
+    skipped: dict = field(default_factory=dict)
+    fits: tuple = ()
+    n_sim: int = 0
+    chosen: dict = field(default_factory=dict)
+    rmse: dict = field(default_factory=dict)
+    bias: dict = field(default_factory=dict)
+    reason: dict = field(default_factory=dict)
+    estimates: dict = field(default_factory=dict)
+
+    def method(self, metric, k) -> str:
+        return self.chosen[(metric, k)]
+
+    def worst(self, metric, k, method=None) -> float:
+        """The worst-case simulated RMSE over the fits of ``method`` (default: the chosen one)."""
+        e = self.rmse.get((metric, k), {}).get(method or self.method(metric, k))
+        return float("nan") if not e else max(e.values())
+
+    def margin(self, metric, k) -> float:
+        r"""The bias margin :math:`\max_f |b_f|` of the chosen estimator (0 when nothing was simulated)."""
+        b = self.bias.get((metric, k), {}).get(self.method(metric, k))
+        return 0.0 if not b else max(abs(v) for v in b.values())
+
+    def to_dict(self) -> dict:
+        def lab(mk):
+            m, k = mk
+            return f"{m}@{'all' if k is None else k}"
+
+        return {"candidates": list(self.candidates), "restricted": self.restricted, "skipped": dict(self.skipped),
+                "fits": list(self.fits), "n_sim": self.n_sim,
+                "choices": {lab(mk): {"method": c, "reason": self.reason[mk], "margin": self.margin(*mk),
+                                      "rmse": self.rmse.get(mk, {}), "bias": self.bias.get(mk, {})}
+                            for mk, c in self.chosen.items()}}
+
+
+def _draw_global(P, grid, N, size, gen):
+    """Global ranks drawn from a fit: over 1..N, or over cells (uniform within a cell)."""
+    if grid is None:
+        return 1 + gen.choice(N, size=size, p=P)
+    c = gen.choice(grid.n_cells, size=size, p=P)
+    return grid.lo[c] + np.floor(gen.random(size) * grid.widths[c]).astype(np.int64)
+
+
+def _sampled(R, N, n, replacement, gen):
+    if replacement:
+        return 1 + gen.binomial(n - 1, (R - 1) / (N - 1))
+    return 1 + gen.hypergeometric(R - 1, N - R, n - 1)
+
+
+def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=None, pools=None, n_sim=N_SIM,
+                      candidates=CANDIDATES) -> AutoSelection:
+    r"""Choose an estimator per metric and cut-off (module docstring) on validated ranks ``r``
+    (one per user), catalogue size ``N`` (the largest pool with per-user ``pools``), sample size
+    ``n`` (an int, or per-user sizes), ``grid`` as for :func:`itemsampling.estimators.estimate_metric`."""
+    from . import _estimate
+    from .bootstrap import _Replicator
+    from .distribution import _fit
+    from .grid import resolve_grid
+    from ..metrics import metric_function
+
+    n_sim = check_int(n_sim, "n_sim", low=2)
+    replacement = check_bool(replacement, "replacement")
+    gen = as_rng(rng)
+    metrics, ks = list(metrics), list(ks)
+    cands, why = list(candidates), []
+    sel = AutoSelection(metrics, ks, ())
+    if not isinstance(n, int):
+        cands, why = ["mle"], ["per-user sample sizes: MLE is the only candidate that takes them"]
+    g = resolve_grid(grid, N, n if isinstance(n, int) else int(np.max(n)), ks)
+    if pools is not None and "cls" in cands:
+        cands.remove("cls")
+        why.append("per-user catalogue sizes: CLS left out (one bounded least squares per pool); errors "
+                   "simulated on the largest pool")
+    if g is not None and "cls" in cands:
+        cands.remove("cls")
+        why.append("catalogue-scale grid: CLS has no grid version")
+    sel.restricted = "; ".join(why)
+    base = {"replacement": replacement} if replacement is not True else {}
+    if grid is not None:
+        base["grid"] = grid
+    # each candidate on the data; one that fails is skipped with its error
+    cache: dict = {}
+    est = {}
+    for c in cands:
+        try:
+            if c in _LINEAR and pools is None and isinstance(n, int):  # cached corrected vectors
+                h = np.bincount(r, minlength=n + 1)[1:].astype(np.float64)
+                est[c] = np.einsum("r,rmk->mk", h, _linear_vectors(N, n, metrics, ks, c, _params(c, base), g)) / r.size
+            else:
+                est[c] = _estimate(r, N, n, metrics, ks, c, _params(c, base), cache, pools)
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
+            sel.skipped[c] = f"{type(e).__name__}: {e}"
+    cands = [c for c in cands if c in est]
+    if not cands:
+        raise ValueError(f"method 'auto': no candidate estimator works on these data ({sel.skipped})")
+    sel.candidates = tuple(cands)
+    for i, m in enumerate(metrics):
+        for j, k in enumerate(ks):
+            sel.estimates[(m, k)] = {c: float(est[c][i, j]) for c in cands}
+    if len(cands) == 1:
+        for m in metrics:
+            for k in ks:
+                sel.chosen[(m, k)] = cands[0]
+                sel.reason[(m, k)] = f"{cands[0]}: the only candidate ({sel.restricted or 'the others failed'})"
+        return sel
+    # the fits of P(R) the errors are simulated under
+    ns = n
+    fits = {}
+    for f in FITS:
+        if f == "bv" and g is not None:
+            sel.skipped["fit bv"] = "the BV-derived P(R) needs every cut-off 1..N: not on the grid"
+            continue
+        try:
+            P = np.asarray(_fit(r, N, ns, f, replacement, {}, g if f != "bv" else None).distribution, np.float64)
+            P = np.clip(P, 0.0, None)
+            fits[f] = P / P.sum()
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
+            sel.skipped[f"fit {f}"] = f"{type(e).__name__}: {e}"
+    sel.fits = tuple(fits)
+    sel.n_sim = n_sim
+    M = r.size
+    Fs = [[metric_function(m, k, N) for k in ks] for m in metrics]
+    rmse = {c: {} for c in cands}
+    bias = {c: {} for c in cands}
+    for f, P in fits.items():
+        R = _draw_global(P, g, N, (n_sim, M), gen)
+        rs = _sampled(R, N, n, replacement, gen)
+        T = np.array([[[float(np.mean(F(R[s]))) for F in row] for row in Fs] for s in range(n_sim)])
+        C = np.stack([np.bincount(rs[s], minlength=n + 1)[1:] for s in range(n_sim)]).astype(np.float64)
+        rep = _Replicator(N, n, np.full(n, n), np.arange(1, n + 1), C, metrics, ks)
+        for c in list(cands):
+            try:
+                if c in _LINEAR:  # linear in the histogram: the data's corrected vectors, already built
+                    E = _linear_sims(C, r, N, n, metrics, ks, c, _params(c, base), est, g)
+                else:
+                    E = rep.replicates(c, _params(c, base))
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
+                sel.skipped[c] = f"in the simulation under the {f.upper()} fit: {type(e).__name__}: {e}"
+                cands.remove(c)
+                continue
+            err = E - T
+            rmse[c][f] = np.sqrt(np.mean(err ** 2, axis=0))
+            bias[c][f] = np.mean(err, axis=0)
+    sel.candidates = tuple(cands)
+    for i, m in enumerate(metrics):
+        for j, k in enumerate(ks):
+            mk = (m, k)
+            sel.rmse[mk] = {c: {f: float(rmse[c][f][i, j]) for f in rmse[c]} for c in cands}
+            sel.bias[mk] = {c: {f: float(bias[c][f][i, j]) for f in bias[c]} for c in cands}
+            worst = {c: max(sel.rmse[mk][c].values()) for c in cands}
+            order = sorted(cands, key=lambda c: (worst[c], cands.index(c)))
+            sel.chosen[mk] = order[0]
+            fit_names = "/".join(x.upper() for x in fits)
+            second = f"; next {order[1]} {worst[order[1]]:.3g}" if len(order) > 1 else ""
+            sel.reason[mk] = (f"{order[0]}: smallest worst-case simulated RMSE over the {fit_names} fits "
+                              f"({worst[order[0]]:.3g}{second}; {n_sim} simulated data sets per fit)")
+    return sel
+
+
+_FH_CACHE: dict = {}
+
+
+def _linear_vectors(N, n, metrics, ks, method, params, g):
+    """The corrected vectors of a fixed-prior correction (data-independent): cached per process
+    (CLS's bounded least squares takes about a second per metric and cut-off at N in the thousands)."""
+    from . import _vectors
+
+    rep = params.get("replacement", True)
+    out = []
+    for m in metrics:
+        row = []
+        for k in ks:
+            key = (N, n, method, m, k, rep, params.get("gamma"), None if g is None else g.key())
+            if key not in _FH_CACHE:
+                kw = {x: v for x, v in params.items() if x in ("gamma", "replacement")}
+                _FH_CACHE[key] = _vectors([m], [k], N, n, method, g, None, **kw)[:, 0, 0]
+            row.append(_FH_CACHE[key])
+        out.append(row)
+    return np.moveaxis(np.array(out), -1, 0)  # (n, metrics, ks)
+
+
+def _linear_sims(C, r, N, n, metrics, ks, method, params, est, g):
+    Fh = _linear_vectors(N, n, metrics, ks, method, params, g)
+    return np.einsum("sr,rmk->smk", C, Fh) / C[0].sum()
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimate of method="auto", with or without an interval
+# ---------------------------------------------------------------------------------------------
+def _pick(values, j):
+    return float(np.atleast_1d(values)[j])
+
+
+def auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci=None, n_boot=200, rng=None,
+                   target="population", widen=False, n_sim=N_SIM, candidates=CANDIDATES, **params) -> dict:
+    r"""``{metric: AutoEstimate}`` for ``method="auto"`` (module docstring): the estimator chosen per
+    metric and cut-off (:func:`select_estimators`, on the first draws of ``rng``), its estimate and,
+    with ``ci``, its interval for ``target`` (the user bootstrap or the test users' parametric
+    bootstrap of the chosen estimators, on the next draws of ``rng``), each end moved out by the bias
+    margin :meth:`AutoSelection.margin` when ``widen``."""
+    from . import _ks, _prepare, _interval
+    from .bootstrap import AutoEstimate
+
+    check_auto_params(params)
+    widen = check_bool(widen, "widen")
+    gen = as_rng(rng)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params)
+    seq, ks = _ks(k)
+    sel = select_estimators(r, N, n, metrics, ks, rng=gen, replacement=params.get("replacement", True),
+                            grid=params.get("grid"), pools=pools, n_sim=n_sim, candidates=candidates)
+    ivals = {}
+    if ci is not None:
+        chosen = sorted(set(sel.chosen.values()), key=list(CANDIDATES).index)
+        own = {c: _params(c, dict(params)) for c in chosen}
+        seed = int(gen.integers(2 ** 63))
+        for c in chosen:  # each chosen method with its own settings, on the same replicates (same seed)
+            ivals[c] = _interval(False, sampled_ranks, n_items, sample_size, metrics, k, [c], ci, n_boot,
+                                 np.random.default_rng(seed), target, own[c])[c]
+    out = {}
+    for m in metrics:
+        est, lo, hi, mar, meth = [], [], [], [], []
+        for j, kk in enumerate(ks):
+            c = sel.chosen[(m, kk)]
+            meth.append(c)
+            est.append(sel.estimates[(m, kk)][c])
+            b = sel.margin(m, kk) if widen else 0.0
+            mar.append(b)
+            if ci is not None:
+                e = ivals[c][m]
+                lo.append(_pick(e.low, j) - b)
+                hi.append(_pick(e.high, j) + b)
+        nan = [float("nan")] * len(ks)
+        lo, hi = (lo, hi) if ci is not None else (nan, nan)
+        conv = (lambda v: np.array(v)) if seq else (lambda v: v[0])
+        out[m] = AutoEstimate(conv(est), conv(lo), conv(hi), float("nan") if ci is None else float(ci),
+                              0 if ci is None else int(n_boot), "auto", conv(meth) if seq else meth[0],
+                              conv(mar), bool(widen and ci is not None), sel)
+    return out
