@@ -511,12 +511,14 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     if target == "test-users" and table.per_user_sizes:
         raise InputError(f"{table.path} has per-user sample sizes (adaptive sampling); --target test-users needs "
                          "one sample size for every user, use --target population")
-    if method not in METHODS:
-        raise InputError(f"--method must be one of {', '.join(METHODS)}; got {method!r}")
-    if table.per_user_sizes and method not in PER_USER_SIZE_METHODS:
+    if method not in METHODS + ("auto",):
+        raise InputError(f"--method must be one of auto, {', '.join(METHODS)}; got {method!r}")
+    if method == "auto":  # the candidates the input allows are chosen inside (estimators.auto)
+        pass
+    elif table.per_user_sizes and method not in PER_USER_SIZE_METHODS:
         raise InputError(f"{table.path} has per-user sample sizes (adaptive sampling); only --method "
                          f"{' or '.join(PER_USER_SIZE_METHODS)} can use them, got {method!r}")
-    if table.per_user_pools and method not in POOL_METHODS:
+    if table.per_user_pools and method not in POOL_METHODS + ("auto",):
         raise InputError(f"{table.path} has per-user catalogue sizes (n_items column); --method {method!r} needs one "
                          f"--n-items; methods that take per-user sizes: {', '.join(POOL_METHODS)}")
     if table.per_user_pools and params.get("replacement", True) is False:
@@ -527,7 +529,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     metrics = list(dict.fromkeys(canonical_metric(m) for m in metrics))
     topk = [m for m in metrics if m != "auc"]
     ks = list(dict.fromkeys(ks))
-    rows, comparisons = [], []
+    rows, comparisons, selections = [], [], {}
     N = table.n_items
     groups = ([(topk, ks)] if topk else []) + ([(["auc"], None)] if "auc" in metrics else [])
     users = {m: table.users[m] for m in table.models}
@@ -550,9 +552,13 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                 say(f"      test-users intervals of {model} ({n_boot} parametric replicates)")
                 with warnings.catch_warnings():  # the resolution note is printed under the table
                     warnings.simplefilter("ignore", ResolutionWarning)
-                    cond = conditional_metrics(r, pools[model], n, group, kk, [method], ci=ci,
-                                               n_boot=n_boot, rng=np.random.default_rng([seed, 2, g, im]),
-                                               **params)[method]
+                    if method != "auto":
+                        cond = conditional_metrics(r, pools[model], n, group, kk, [method], ci=ci,
+                                                   n_boot=n_boot, rng=np.random.default_rng([seed, 2, g, im]),
+                                                   **params)[method]
+                    else:  # the estimators auto chose, on the same parametric replicates, per cut-off
+                        cond = _auto_conditional(res.estimates[model], r, pools[model], n, group, kk, ci, n_boot,
+                                                 np.random.default_rng([seed, 2, g, im]), params)
             for metric in group:
                 for j, k in enumerate(kk if kk is not None else [None]):
                     def pick(v, j=j):
@@ -561,6 +567,13 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                     rows.append({"model": model, "metric": metric, "k": k, "label": _label(metric, k),
                                  "estimate": pick(e.estimate), "low": pick(e.low), "high": pick(e.high),
                                  "sampled": pick(raw[metric]), "n_users": int(r.size)})
+                    if method == "auto":
+                        a = res.estimates[model][metric]
+                        rows[-1].update({"chosen": str(np.atleast_1d(a.chosen)[j]),
+                                         "reason": a.selection.reason[(metric, k)],
+                                         "bias_margin": pick(a.margin)})
+            if method == "auto":
+                selections.setdefault(model, []).append(res.estimates[model][group[0]].selection.to_dict())
         for (a, b), per_metric in res.comparisons.items():
             for metric in group:
                 c = per_metric[metric]
@@ -593,6 +606,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                                     "mean": float(pools[m].mean())})}
                    for m, s in table.sizes.items()},
         "estimates": rows, "comparisons": comparisons,
+        **({"selection": selections} if method == "auto" else {}),
         "notes": [note for note in (resolution_note(N, s, ks) for s in table.sizes.values()) if note][:1]
         if topk else [],
     }
@@ -601,6 +615,28 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
 # --------------------------------------------------------------------------------------------
 # output
 # --------------------------------------------------------------------------------------------
+
+def _auto_conditional(auto, r, n_items, n, metrics, ks, ci, n_boot, rng, params):
+    """Test-users intervals for ``method="auto"``: each estimator that auto chose (``auto``, the
+    model's ``{metric: AutoEstimate}``) on one set of parametric replicates, read per cut-off and
+    widened by the bias margin auto recorded."""
+    from .estimators.bootstrap import AutoEstimate
+    from .estimators.conditional import conditional_metrics
+    from .estimators.auto import _params
+
+    chosen = sorted({str(c) for e in auto.values() for c in np.atleast_1d(e.chosen)})
+    seed = int(rng.integers(2 ** 63))
+    cond = {c: conditional_metrics(r, n_items, n, metrics, ks, [c], ci=ci, n_boot=n_boot,
+                                   rng=np.random.default_rng(seed), **_params(c, dict(params)))[c] for c in chosen}
+    out = {}
+    for m, e in auto.items():
+        cs = np.atleast_1d(e.chosen)
+        mar = np.atleast_1d(e.margin)
+        lo = np.array([np.atleast_1d(cond[str(c)][m].low)[j] - mar[j] for j, c in enumerate(cs)])
+        hi = np.array([np.atleast_1d(cond[str(c)][m].high)[j] + mar[j] for j, c in enumerate(cs)])
+        out[m] = AutoEstimate(e.estimate, lo, hi, ci, n_boot, "auto", e.chosen, e.margin, e.widened, e.selection)
+    return out
+
 
 def _fmt(v, digits=4):
     return "–" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
@@ -626,6 +662,10 @@ def format_report(result: dict) -> str:
     body = [[r["model"], r["label"], _fmt(r["estimate"]), f"[{_fmt(r['low'])}, {_fmt(r['high'])}]",
              _fmt(r["sampled"])] for r in result["estimates"]]
     lines += _columns(header, body, numeric=(2, 3, 4))
+    if result["method"] == "auto":  # one line per model and metric@K: what auto chose and why
+        lines += ["", "method auto chose, per model and metric (the worst case over the fits of P(R) of each "
+                      "candidate's simulated error):"]
+        lines += [f"  {r['model']} {r['label']}: {r['reason']}" for r in result["estimates"]]
     for note in result.get("notes", []):  # the ResolutionWarning of estimate_metric, under the table
         lines += ["", f"Note: {note}"]
     if result["comparisons"]:
@@ -713,8 +753,9 @@ def _build_parser():
                    help=f"metrics, any of {', '.join(sorted(METRICS))} (default: ndcg recall)")
     e.add_argument("--k", nargs="+", type=_k_value, default=[10], metavar="K",
                    help="cut-offs (default 10); 'none' = untruncated; ignored by auc")
-    e.add_argument("--method", default=DEFAULT_METHOD, choices=METHODS, metavar="METHOD",
-                   help=f"estimator (default {DEFAULT_METHOD}); one of {', '.join(METHODS)}")
+    e.add_argument("--method", default=DEFAULT_METHOD, choices=("auto",) + METHODS, metavar="METHOD",
+                   help=f"estimator (default {DEFAULT_METHOD}); auto (chosen per metric@K from the data by "
+                        f"simulated error, see the guide) or one of {', '.join(METHODS)}")
     e.add_argument("--gamma", type=float, default=None,
                    help="BV trade-off for methods bv, bv_mle, bv_mes (default 0.1 for them)")
     e.add_argument("--eta", type=float, default=None, help="MES entropy weight for the *mes methods")

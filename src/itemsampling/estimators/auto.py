@@ -341,3 +341,100 @@ def auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci=None, n_b
                               0 if ci is None else int(n_boot), "auto", conv(meth) if seq else meth[0],
                               conv(mar), bool(widen and ci is not None), sel)
     return out
+
+
+def common_choice(selections: list) -> dict:
+    r"""One estimator per (metric, k) for several models (a comparison needs the same estimator on
+    both sides): the candidate all of them allow with the smallest worst case over the models and
+    the fits, :math:`\min_c \max_{\text{model}, f} \mathrm{RMSE}_f(c)`. Returns ``{(metric, k): (method,
+    reason)}``."""
+    out = {}
+    for mk in selections[0].chosen:
+        common = [c for c in selections[0].candidates if all(c in s.candidates for s in selections)]
+        if not common:
+            raise ValueError("method 'auto': the models share no candidate estimator")
+        if all(s.rmse.get(mk) for s in selections):
+            worst = {c: max(max(s.rmse[mk][c].values()) for s in selections) for c in common}
+            c = min(common, key=lambda x: (worst[x], common.index(x)))
+            out[mk] = (c, f"{c}: smallest worst-case simulated RMSE over the {len(selections)} models and their fits "
+                          f"({worst[c]:.3g})")
+        else:
+            out[mk] = (common[0], selections[0].reason[mk])
+    return out
+
+
+def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users, paired, n_jobs, progress,
+                widen=False, n_sim=N_SIM, candidates=CANDIDATES, **params):
+    """:func:`~.bootstrap.bootstrap_models` with ``method="auto"``: one selection per model
+    (:func:`select_estimators`), one estimator per metric and cut-off for all models
+    (:func:`common_choice`), and each chosen estimator bootstrapped on the *same* replicates (one
+    seed), so the comparisons are as for a fixed method; intervals widened by the largest margin
+    over the models when ``widen``."""
+    from . import _ks, _prepare
+    from .bootstrap import AutoEstimate, ModelComparison, ModelsBootstrap, _per_model, bootstrap_models
+
+    check_auto_params(params)
+    widen = check_bool(widen, "widen")
+    gen = as_rng(rng)
+    models = list(ranks)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    seq, ks = _ks(k)
+    items_of, size_of = _per_model(n_items, models, "n_items"), _per_model(sample_size, models, "sample_size")
+    sels = {}
+    for mo in models:
+        if progress:
+            progress(f"      choosing the estimator for {mo} ({n_sim} simulated data sets per fit)")
+        r, N, n, pools = _prepare(ranks[mo], items_of[mo], size_of[mo], params)
+        sels[mo] = select_estimators(r, N, n, metrics, ks, rng=gen, replacement=params.get("replacement", True),
+                                     grid=params.get("grid"), pools=pools, n_sim=n_sim, candidates=candidates)
+    pick = common_choice([sels[mo] for mo in models])
+    chosen = sorted({c for c, _ in pick.values()}, key=list(CANDIDATES).index)
+    seed = int(gen.integers(2 ** 63))
+    res = {c: bootstrap_models(ranks, n_items, sample_size, metrics, k, c, ci=ci, n_boot=n_boot,
+                               rng=np.random.default_rng(seed), users=users, paired=paired, n_jobs=n_jobs,
+                               progress=progress, **_params(c, dict(params))) for c in chosen}
+    first = res[chosen[0]]
+
+    def margin(mk, c, mos):
+        if not widen:
+            return 0.0
+        return max((max((abs(v) for v in sels[mo].bias.get(mk, {}).get(c, {}).values()), default=0.0) for mo in mos))
+
+    conv = (lambda v: np.array(v)) if seq else (lambda v: v[0])
+    estimates, comparisons, reps = {}, {}, {}
+    for mo in models:
+        estimates[mo] = {}
+        reps[mo] = np.empty_like(first.replicates[mo])
+        for i, m in enumerate(metrics):
+            est, lo, hi, mar, meth = [], [], [], [], []
+            for j, kk in enumerate(ks):
+                c = pick[(m, kk)][0]
+                e = res[c].estimates[mo][m]
+                b = margin((m, kk), c, [mo])
+                est.append(_pick(e.estimate, j))
+                lo.append(_pick(e.low, j) - b)
+                hi.append(_pick(e.high, j) + b)
+                mar.append(b)
+                meth.append(c)
+                reps[mo][:, i, j] = res[c].replicates[mo][:, i, j]
+            sel = sels[mo]
+            sel.reason.update({(m, kk): pick[(m, kk)][1] for kk in ks})
+            sel.chosen.update({(m, kk): pick[(m, kk)][0] for kk in ks})
+            estimates[mo][m] = AutoEstimate(conv(est), conv(lo), conv(hi), float(ci), int(n_boot), "auto",
+                                            conv(meth), conv(mar), widen, sel)
+    for pair, per_metric in first.comparisons.items():
+        comparisons[pair] = {}
+        for m in metrics:
+            f = {}
+            for name in ("difference", "low", "high", "p_value", "estimate_a", "estimate_b"):
+                vals = []
+                for j, kk in enumerate(ks):
+                    c = pick[(m, kk)][0]
+                    v = _pick(getattr(res[c].comparisons[pair][m], name), j)
+                    b = margin((m, kk), c, list(pair))
+                    vals.append(v - 2 * b if name == "low" else v + 2 * b if name == "high" else v)
+                f[name] = conv(vals)
+            comparisons[pair][m] = ModelComparison(f["difference"], f["low"], f["high"], f["p_value"],
+                                                   f["estimate_a"], f["estimate_b"], float(ci), int(n_boot), "auto",
+                                                   per_metric[m].paired)
+    return ModelsBootstrap(estimates, comparisons, first.groups, reps)

@@ -620,6 +620,11 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     n_boot = _check_n_boot(n_boot)
     if not isinstance(paired, (bool, np.bool_)):
         raise ValueError(f"paired must be True or False, got {paired!r}")
+    if method == "auto":  # one estimator per cut-off for both models (module .auto)
+        sizes = {"A": sample_size, "B": sample_size if sample_size_b is None else sample_size_b}
+        res = bootstrap_models({"A": sampled_ranks_a, "B": sampled_ranks_b}, n_items, sizes, [metric], k, "auto",
+                               ci=ci, n_boot=n_boot, rng=rng, paired=bool(paired), **params)
+        return res.comparisons[("A", "B")][metric]
     _check_method(method)
     gen = as_rng(rng)
     ra, N, sa, pa = _check_input(sampled_ranks_a, n_items, sample_size, "sampled_ranks_a")
@@ -779,6 +784,13 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     n_jobs = _check_n_jobs(n_jobs)
+    if method == "auto":  # one estimator per metric@K for all models (module .auto)
+        from .auto import auto_models
+
+        if not isinstance(ranks, dict) or not ranks:
+            raise ValueError("ranks must be a non-empty dict {model: sampled ranks}")
+        return auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users, paired, n_jobs,
+                           progress, **params)
     _check_method(method)
     if not isinstance(ranks, dict) or not ranks:
         raise ValueError("ranks must be a non-empty dict {model: sampled ranks}")
