@@ -19,6 +19,13 @@ of the same data, each within sampling error of :math:`\tilde P`:
 * MES (TORS Eq. 35-36): the smoothest (maximum entropy) distribution near :math:`\tilde P`;
 * the BV-derived :math:`\widehat P(R)` (Jin et al. Eq. 15; TORS Eq. 28): BV with a uniform
   prior, the one shaped by a fixed correction (dense only: it needs every cut-off 1..N);
+* the maximum-likelihood **Beta rank model** (:func:`beta_fit`; Li et al. 2020): two parameters,
+  whose power law at the top extrapolates *inside* one kernel width. The nonparametric fits
+  reproduce themselves there (an estimator re-fitted on data drawn from its own fit finds it
+  again), so without a parametric member every fit underrates the bias of the learnt
+  distributions below :math:`N/(n-1)`: on Beta data at :math:`N/(n-1) = 10`, NDCG@30, MLE's
+  simulated RMSE was 0.0013-0.0018 under the three nonparametric fits and 0.0078 under the Beta
+  fit, its realised RMSE 0.0067;
 
 and each candidate :math:`c` is scored by its **worst case over the fits**,
 :math:`\max_f \mathrm{RMSE}_f(c)`, and the candidate with the smallest worst case is chosen
@@ -61,7 +68,7 @@ GAMMA = 0.1
 #: Simulated data sets per fit.
 N_SIM = 12
 #: The fits of :math:`P(R)` the errors are simulated under.
-FITS = ("mle", "mes", "bv")
+FITS = ("mle", "mes", "bv", "beta")
 _LINEAR = ("cls", "bv")
 #: options of the candidates that ``auto`` sets itself, and those it accepts from the caller
 _OWN = {"bv": {"gamma": GAMMA}}
@@ -215,7 +222,10 @@ def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=Non
             sel.skipped["fit bv"] = "the BV-derived P(R) needs every cut-off 1..N: not on the grid"
             continue
         try:
-            P = np.asarray(_fit(r, N, ns, f, replacement, {}, g if f != "bv" else None).distribution, np.float64)
+            if f == "beta":
+                P = beta_fit(r, N, ns, replacement, g)
+            else:
+                P = np.asarray(_fit(r, N, ns, f, replacement, {}, g if f != "bv" else None).distribution, np.float64)
             P = np.clip(P, 0.0, None)
             fits[f] = P / P.sum()
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
@@ -259,6 +269,42 @@ def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=Non
             sel.reason[mk] = (f"{order[0]}: smallest worst-case simulated RMSE over the {fit_names} fits "
                               f"({worst[order[0]]:.3g}{second}; {n_sim} simulated data sets per fit)")
     return sel
+
+
+def _beta_masses(a, b, N, g):
+    from scipy import special
+
+    # Pr(R <= K) = I_{(K-1)/(N-1)}(a, b): the book's Beta rank model (itemsampling.mapping.beta_rank_cdf)
+    hi = np.arange(1, N + 1) if g is None else g.hi
+    edges = np.concatenate([[0.0], (hi - 1.0) / (N - 1.0)])
+    P = np.diff(special.betainc(a, b, edges))
+    return np.clip(P, 0.0, None)
+
+
+def beta_fit(r, N, n, replacement=True, g=None) -> np.ndarray:
+    r"""The maximum-likelihood Beta rank model: :math:`\Pr(R \le K) = I_{(K-1)/(N-1)}(a, b)`, the
+    CDF-discretised Beta of :func:`itemsampling.mapping.beta_rank_cdf` (Li et al. 2020 Sec. 3.2 fit its
+    :math:`b = 1` case to real data) with both parameters free, :math:`(a, b)` maximising the sampled-rank likelihood
+    :math:`\sum_r c_r \log \sum_R P_{a,b}(R) P(r\mid R)` (Jin et al. 2021 Eq. 19 restricted to the
+    family). Its power law at the top of the ranking extrapolates inside one kernel width, where the
+    nonparametric fits cannot see. Cell masses on a grid ``g``."""
+    from scipy import optimize
+
+    from .grid import cached_kernel, grid_kernel
+
+    c = np.bincount(r, minlength=n + 1)[1:].astype(np.float64)
+    K = cached_kernel(N, n, replacement) if g is None else grid_kernel(g, n, replacement)
+
+    def nll(x):
+        a, b = np.exp(np.clip(x, -6.0, 6.0))
+        q = _beta_masses(a, b, N, g) @ K
+        return -float(c @ np.log(np.maximum(q, 1e-300)))
+
+    best = min((optimize.minimize(nll, x0, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-8 * r.size})
+                for x0 in ([np.log(0.5), 0.0], [0.0, np.log(3.0)])), key=lambda res: res.fun)
+    a, b = np.exp(np.clip(best.x, -6.0, 6.0))
+    P = _beta_masses(a, b, N, g)
+    return P / P.sum()
 
 
 _FH_CACHE: dict = {}
