@@ -1,0 +1,118 @@
+"""method="auto": the choice per metric@K by worst-case simulated error over several fits of P(R),
+its determinism, its record (reasons, errors, skipped candidates), the refusal of one method's
+options, the bias margin, and the entry points that take it."""
+
+import numpy as np
+import pytest
+
+import itemsampling.estimators as est_mod
+from itemsampling.estimators import (
+    bootstrap_metric, compare_estimates, estimate_metric, estimate_metrics,
+)
+from itemsampling.estimators.auto import CANDIDATES, FITS, GAMMA, beta_fit, select_estimators
+from itemsampling.estimators.bootstrap import AutoEstimate, bootstrap_models
+from itemsampling.mapping import sample_beta_ranks
+from itemsampling.metrics import evaluate
+from itemsampling.sampling import sample_ranks
+
+N, n, M = 400, 40, 1500
+
+
+@pytest.fixture(scope="module")
+def data():
+    g = np.random.default_rng(3)
+    R = sample_beta_ranks(0.4, N, M, rng=g)
+    return R, sample_ranks(R, N, n, rng=g)
+
+
+@pytest.fixture(scope="module")
+def auto_est(data):
+    return estimate_metric(data[1], N, n, "ndcg", [10, 40], "auto", rng=5, n_sim=4)
+
+
+def test_record_reasons_errors_and_estimates(data, auto_est):
+    _, r = data
+    e = auto_est
+    assert isinstance(e, AutoEstimate) and e.method == "auto"
+    sel = e.selection
+    assert sel.candidates == CANDIDATES and sel.fits == FITS and sel.n_sim == 4
+    for j, k in enumerate([10, 40]):
+        c = e.chosen[j]
+        assert sel.chosen[("ndcg", k)] == c
+        assert sel.reason[("ndcg", k)].startswith(f"{c}: smallest worst-case simulated RMSE")
+        errs = sel.rmse[("ndcg", k)]
+        assert set(errs) == set(CANDIDATES) and all(set(v) == set(FITS) for v in errs.values())
+        worst = {cand: max(v.values()) for cand, v in errs.items()}
+        assert worst[c] == min(worst.values())  # minimax over the fits
+        # the estimate is the chosen estimator's own, as the explicit method gives it
+        own = estimate_metric(r, N, n, "ndcg", k, c, **({"gamma": GAMMA} if c == "bv" else {}))
+        assert e.estimate[j] == pytest.approx(own, rel=1e-12, abs=1e-15)
+        assert np.isnan(e.low[j]) and np.isnan(e.high[j])
+    d = sel.to_dict()
+    assert set(d["choices"]) == {"ndcg@10", "ndcg@40"}
+
+
+def test_deterministic_given_rng(data, auto_est):
+    again = estimate_metric(data[1], N, n, "ndcg", [10, 40], "auto", rng=5, n_sim=4)
+    assert list(again.chosen) == list(auto_est.chosen)
+    assert again.selection.rmse == auto_est.selection.rmse
+    assert np.array_equal(again.estimate, auto_est.estimate)
+
+
+@pytest.mark.parametrize("opt", [{"gamma": 0.1}, {"eta": 0.01}, {"gamma": 0.1, "eta": 0.01}])
+def test_refuses_method_options(data, opt):
+    with pytest.raises(ValueError, match="belong to one method") as err:
+        estimate_metric(data[1], N, n, "ndcg", 10, "auto", **opt)
+    assert all(name in str(err.value) for name in opt)
+    with pytest.raises(ValueError, match="belong to one method"):
+        estimate_metrics(data[1], N, n, ["ndcg"], 10, ["auto", "mle"], **opt)
+
+
+def test_widen_only_with_auto(data):
+    with pytest.raises(ValueError, match="widen is an option of method 'auto' only"):
+        estimate_metric(data[1], N, n, "ndcg", 10, "mle", widen=True)
+
+
+def test_failing_candidate_is_skipped_and_recorded(data, monkeypatch):
+    real = est_mod._estimate
+
+    def failing(r, N_, n_, metrics, ks, method, *a, **kw):
+        if method == "mes":
+            raise ValueError("MES did not converge (test)")
+        return real(r, N_, n_, metrics, ks, method, *a, **kw)
+
+    monkeypatch.setattr(est_mod, "_estimate", failing)
+    sel = select_estimators(data[1], N, n, ["recall"], [10], rng=0, n_sim=3)
+    assert "mes" not in sel.candidates and "mes" in sel.skipped
+    assert "MES did not converge (test)" in sel.skipped["mes"]
+    assert sel.chosen[("recall", 10)] in sel.candidates
+
+
+def test_input_restricts_the_candidates(data):
+    R, r = data
+    g = np.random.default_rng(1)
+    sizes = np.where(np.arange(M) % 2 == 0, 20, n)
+    r2 = np.where(sizes == 20, sample_ranks(R, N, 20, rng=g), r)
+    e = estimate_metric(r2, N, sizes, "recall", 10, "auto", rng=0)
+    assert e.chosen == "mle" and e.selection.candidates == ("mle",)
+    assert "per-user sample sizes" in e.selection.reason[("recall", 10)]
+    assert e.estimate == pytest.approx(estimate_metric(r2, N, sizes, "recall", 10, "mle"))
+    pools = np.where(np.arange(M) % 2 == 0, N - 50, N)
+    rp = np.minimum(r, n)
+    e = estimate_metric(rp, pools, n, "recall", 10, "auto", rng=0, n_sim=3)
+    assert "cls" not in e.selection.candidates and "CLS left out" in e.selection.restricted
+
+
+def _true_rmse(N_, n_, M_, a, metric, k, reps, seed):
+    err = {c: [] for c in CANDIDATES}
+    picks = []
+    for j in range(reps):
+        g = np.random.default_rng([seed, j])
+        R = sample_beta_ranks(a, N_, M_, rng=g)
+        r = sample_ranks(R, N_, n_, rng=g)
+        sel = select_estimators(r, N_, n_, [metric], [k], rng=j)
+        truth = evaluate(R, metric, k)
+        for c in CANDIDATES:
+            err[c].append(sel.estimates[(metric, k)][c] - truth)
+        picks.append(sel.chosen[(metric, k)])
+    return {c: float(np.sqrt(np.mean(np.square(e)))) for c, e in err.items()}, picks
