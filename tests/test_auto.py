@@ -5,15 +5,16 @@ options, the bias margin, and the entry points that take it."""
 import numpy as np
 import pytest
 
-import itemsampling.estimators as est_mod
+import itemsampling.estimators.auto as auto_mod
 from itemsampling.estimators import (
-    bootstrap_metric, compare_estimates, estimate_metric, estimate_metrics,
+    AutoEstimate, bootstrap_metric, bootstrap_models, compare_estimates, estimate_metric, estimate_metrics,
 )
 from itemsampling.estimators.auto import CANDIDATES, FITS, GAMMA, beta_fit, select_estimators
-from itemsampling.estimators.bootstrap import AutoEstimate, bootstrap_models
 from itemsampling.mapping import sample_beta_ranks
 from itemsampling.metrics import evaluate
 from itemsampling.sampling import sample_ranks
+
+pytestmark = pytest.mark.filterwarnings("ignore::itemsampling._validation.ResolutionWarning")
 
 N, n, M = 400, 40, 1500
 
@@ -69,19 +70,19 @@ def test_refuses_method_options(data, opt):
 
 
 def test_widen_only_with_auto(data):
-    with pytest.raises(ValueError, match="widen is an option of method 'auto' only"):
+    with pytest.raises(ValueError, match="widen is an option of method .auto. only"):
         estimate_metric(data[1], N, n, "ndcg", 10, "mle", widen=True)
 
 
 def test_failing_candidate_is_skipped_and_recorded(data, monkeypatch):
-    real = est_mod._estimate
+    real = auto_mod._estimate
 
     def failing(r, N_, n_, metrics, ks, method, *a, **kw):
         if method == "mes":
             raise ValueError("MES did not converge (test)")
         return real(r, N_, n_, metrics, ks, method, *a, **kw)
 
-    monkeypatch.setattr(est_mod, "_estimate", failing)
+    monkeypatch.setattr(auto_mod, "_estimate", failing)
     sel = select_estimators(data[1], N, n, ["recall"], [10], rng=0, n_sim=3)
     assert "mes" not in sel.candidates and "mes" in sel.skipped
     assert "MES did not converge (test)" in sel.skipped["mes"]
@@ -116,3 +117,41 @@ def _true_rmse(N_, n_, M_, a, metric, k, reps, seed):
             err[c].append(sel.estimates[(metric, k)][c] - truth)
         picks.append(sel.chosen[(metric, k)])
     return {c: float(np.sqrt(np.mean(np.square(e)))) for c, e in err.items()}, picks
+
+
+def test_beta_fit_recovers_the_beta_model():
+    from itemsampling.mapping import beta_rank_cdf
+
+    g = np.random.default_rng(0)
+    R = sample_beta_ranks(0.4, 2000, 40000, rng=g)
+    r = sample_ranks(R, 2000, 50, rng=g)
+    P = beta_fit(r, 2000, 50)
+    cdf = np.cumsum(P)
+    K = np.array([5, 20, 100, 500])
+    # Pr(R <= K) of the fitted model against the true Beta(0.4, 1) model, at 40,000 users
+    assert np.allclose(cdf[K - 1], beta_rank_cdf(K, 2000, 0.4), atol=0.01)
+
+
+def test_intervals_entry_points_agree(data):
+    _, r = data
+    one = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3)
+    same = bootstrap_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3)
+    assert (one.estimate, one.low, one.high, one.chosen) == (same.estimate, same.low, same.high, same.chosen)
+    assert one.low <= one.estimate <= one.high and one.confidence == 0.9 and one.n_boot == 20
+    wide = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3, widen=True)
+    assert wide.widened and wide.margin == pytest.approx(wide.selection.margin("recall", 10)) and wide.margin > 0
+    assert wide.low == pytest.approx(one.low - wide.margin) and wide.high == pytest.approx(one.high + wide.margin)
+    test = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3, target="test-users")
+    assert test.chosen == one.chosen and test.estimate == one.estimate and test.low < test.high
+
+
+def test_models_and_comparison(data):
+    R, r = data
+    rb = sample_ranks(R, N, n, rng=9)  # the same users, another draw of decoys: a paired second model
+    res = bootstrap_models({"A": r, "B": rb}, N, n, ["recall"], [10], "auto", ci=0.9, n_boot=20, rng=1, n_sim=3)
+    a, b = res.estimates["A"]["recall"], res.estimates["B"]["recall"]
+    assert list(a.chosen) == list(b.chosen)  # one estimator per metric@K for every model
+    c = res.comparisons[("A", "B")]["recall"]
+    assert c.method == "auto" and c.difference[0] == pytest.approx(a.estimate[0] - b.estimate[0])
+    cmp = compare_estimates(r, rb, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=1, n_sim=3)
+    assert cmp.low <= cmp.difference <= cmp.high

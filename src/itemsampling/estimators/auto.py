@@ -58,8 +58,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import as_rng, check_bool, check_int
+from ..metrics import canonical_metric, metric_function
+from . import bootstrap as _boot
+from .bootstrap import AutoEstimate, ModelComparison, ModelsBootstrap, _per_model, _Replicator
+from .conditional import check_target, conditional_metrics
+from .distribution import _fit
+from .estimate import _estimate, _ks, _prepare, _vectors
+from .grid import cached_kernel, grid_kernel, resolve_grid
 
-__all__ = ["CANDIDATES", "GAMMA", "N_SIM", "AutoSelection", "select_estimators"]
+__all__ = ["CANDIDATES", "GAMMA", "N_SIM", "FITS", "AutoSelection", "select_estimators", "beta_fit",
+           "auto_estimates", "bootstrap_metric", "bootstrap_metrics", "compare_estimates", "bootstrap_models"]
 
 #: The candidates of ``method="auto"``, in tie-break order.
 CANDIDATES = ("mle", "mes", "cls", "bv", "mn_mle")
@@ -85,7 +93,8 @@ def check_auto_params(params: dict) -> None:
     bad = sorted(set(params) - set(AUTO_OPTIONS))
     if bad:
         raise ValueError(f"method 'auto' chooses each estimator with its own settings; option(s) {bad} belong to "
-                         f"one method: pass an explicit method to use them (auto accepts only {list(AUTO_OPTIONS)})")
+                         f"one method: pass an explicit method to use them (auto accepts only {list(AUTO_OPTIONS)}, and widen, "
+                         "n_sim, candidates)")
 
 
 @dataclass
@@ -163,12 +172,6 @@ def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=Non
     r"""Choose an estimator per metric and cut-off (module docstring) on validated ranks ``r``
     (one per user), catalogue size ``N`` (the largest pool with per-user ``pools``), sample size
     ``n`` (an int, or per-user sizes), ``grid`` as for :func:`itemsampling.estimators.estimate_metric`."""
-    from . import _estimate
-    from .bootstrap import _Replicator
-    from .distribution import _fit
-    from .grid import resolve_grid
-    from ..metrics import metric_function
-
     n_sim = check_int(n_sim, "n_sim", low=2)
     replacement = check_bool(replacement, "replacement")
     gen = as_rng(rng)
@@ -290,8 +293,6 @@ def beta_fit(r, N, n, replacement=True, g=None) -> np.ndarray:
     nonparametric fits cannot see. Cell masses on a grid ``g``."""
     from scipy import optimize
 
-    from .grid import cached_kernel, grid_kernel
-
     c = np.bincount(r, minlength=n + 1)[1:].astype(np.float64)
     K = cached_kernel(N, n, replacement) if g is None else grid_kernel(g, n, replacement)
 
@@ -313,8 +314,6 @@ _FH_CACHE: dict = {}
 def _linear_vectors(N, n, metrics, ks, method, params, g):
     """The corrected vectors of a fixed-prior correction (data-independent): cached per process
     (CLS's bounded least squares takes about a second per metric and cut-off at N in the thousands)."""
-    from . import _vectors
-
     rep = params.get("replacement", True)
     out = []
     for m in metrics:
@@ -348,13 +347,12 @@ def auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci=None, n_b
     with ``ci``, its interval for ``target`` (the user bootstrap or the test users' parametric
     bootstrap of the chosen estimators, on the next draws of ``rng``), each end moved out by the bias
     margin :meth:`AutoSelection.margin` when ``widen``."""
-    from . import _ks, _prepare, _interval
-    from .bootstrap import AutoEstimate
-
     check_auto_params(params)
     widen = check_bool(widen, "widen")
     gen = as_rng(rng)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    for m in metrics:
+        canonical_metric(m)
     r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params)
     seq, ks = _ks(k)
     sel = select_estimators(r, N, n, metrics, ks, rng=gen, replacement=params.get("replacement", True),
@@ -364,9 +362,10 @@ def auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci=None, n_b
         chosen = sorted(set(sel.chosen.values()), key=list(CANDIDATES).index)
         own = {c: _params(c, dict(params)) for c in chosen}
         seed = int(gen.integers(2 ** 63))
+        several = conditional_metrics if check_target(target) == "test-users" else _boot.bootstrap_metrics
         for c in chosen:  # each chosen method with its own settings, on the same replicates (same seed)
-            ivals[c] = _interval(False, sampled_ranks, n_items, sample_size, metrics, k, [c], ci, n_boot,
-                                 np.random.default_rng(seed), target, own[c])[c]
+            ivals[c] = several(sampled_ranks, n_items, sample_size, metrics, k, [c], ci=ci, n_boot=n_boot,
+                               rng=np.random.default_rng(seed), **own[c])[c]
     out = {}
     for m in metrics:
         est, lo, hi, mar, meth = [], [], [], [], []
@@ -416,9 +415,6 @@ def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users,
     (:func:`common_choice`), and each chosen estimator bootstrapped on the *same* replicates (one
     seed), so the comparisons are as for a fixed method; intervals widened by the largest margin
     over the models when ``widen``."""
-    from . import _ks, _prepare
-    from .bootstrap import AutoEstimate, ModelComparison, ModelsBootstrap, _per_model, bootstrap_models
-
     check_auto_params(params)
     widen = check_bool(widen, "widen")
     gen = as_rng(rng)
@@ -436,7 +432,7 @@ def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users,
     pick = common_choice([sels[mo] for mo in models])
     chosen = sorted({c for c, _ in pick.values()}, key=list(CANDIDATES).index)
     seed = int(gen.integers(2 ** 63))
-    res = {c: bootstrap_models(ranks, n_items, sample_size, metrics, k, c, ci=ci, n_boot=n_boot,
+    res = {c: _boot.bootstrap_models(ranks, n_items, sample_size, metrics, k, c, ci=ci, n_boot=n_boot,
                                rng=np.random.default_rng(seed), users=users, paired=paired, n_jobs=n_jobs,
                                progress=progress, **_params(c, dict(params))) for c in chosen}
     first = res[chosen[0]]
@@ -484,3 +480,68 @@ def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users,
                                                    f["estimate_a"], f["estimate_b"], float(ci), int(n_boot), "auto",
                                                    per_metric[m].paired)
     return ModelsBootstrap(estimates, comparisons, first.groups, reps)
+
+
+# ---------------------------------------------------------------------------------------------
+# the bootstrap entry points, with method="auto" (re-exported by itemsampling.estimators)
+# ---------------------------------------------------------------------------------------------
+def bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci: float = 0.95, n_boot: int = 200,
+                     rng=None, **params):
+    """:func:`.bootstrap.bootstrap_metric`, and ``method="auto"`` (an :class:`~.bootstrap.AutoEstimate`;
+    ``widen`` as :func:`auto_estimates`)."""
+    if method != "auto":
+        return _boot.bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=ci, n_boot=n_boot,
+                                      rng=rng, **params)
+    return auto_estimates(sampled_ranks, n_items, sample_size, [metric], k, _boot.check_confidence(ci, "ci"),
+                          _boot._check_n_boot(n_boot), rng, **params)[metric]
+
+
+def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci: float = 0.95,
+                      n_boot: int = 200, rng=None, **params) -> dict:
+    """:func:`.bootstrap.bootstrap_metrics`; ``"auto"`` among ``methods`` is chosen per metric@K
+    (:func:`auto_estimates`), the other methods on the bootstrap's own replicates."""
+    methods = [methods] if isinstance(methods, str) else list(methods)
+    if "auto" not in methods:
+        return _boot.bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci, n_boot=n_boot,
+                                       rng=rng, **params)
+    gen = as_rng(rng)
+    ci = _boot.check_confidence(ci, "ci")
+    n_boot = _boot._check_n_boot(n_boot)
+    auto_kw = {x: v for x, v in params.items() if x in AUTO_OPTIONS + ("widen", "n_sim", "candidates")}
+    check_auto_params({x: v for x, v in params.items() if x not in ("widen", "n_sim", "candidates")})
+    rest = [m for m in methods if m != "auto"]
+    out = {}
+    if rest:
+        out = _boot.bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, rest, ci=ci, n_boot=n_boot,
+                                      rng=gen, **{x: v for x, v in params.items() if x in AUTO_OPTIONS})
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    auto = auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci, n_boot, gen, **auto_kw)
+    return {m: (auto if m == "auto" else out[m]) for m in methods}
+
+
+def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, metric, k, method, ci: float = 0.95,
+                      n_boot: int = 200, rng=None, paired: bool = True, sample_size_b=None, **params):
+    """:func:`.bootstrap.compare_estimates`; with ``method="auto"`` one estimator per cut-off for both
+    models (:func:`common_choice`), bootstrapped as for a fixed method."""
+    if method != "auto":
+        return _boot.compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, metric, k, method,
+                                       ci=ci, n_boot=n_boot, rng=rng, paired=paired, sample_size_b=sample_size_b,
+                                       **params)
+    if not isinstance(paired, (bool, np.bool_)):
+        raise ValueError(f"paired must be True or False, got {paired!r}")
+    sizes = {"A": sample_size, "B": sample_size if sample_size_b is None else sample_size_b}
+    res = bootstrap_models({"A": sampled_ranks_a, "B": sampled_ranks_b}, n_items, sizes, [metric], k, "auto", ci=ci,
+                           n_boot=n_boot, rng=rng, paired=bool(paired), **params)
+    return res.comparisons[("A", "B")][metric]
+
+
+def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float = 0.95, n_boot: int = 200, rng=None,
+                     users=None, paired=None, n_jobs=None, progress=None, **params):
+    """:func:`.bootstrap.bootstrap_models`; with ``method="auto"`` :func:`auto_models`."""
+    if method != "auto":
+        return _boot.bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci=ci, n_boot=n_boot, rng=rng,
+                                      users=users, paired=paired, n_jobs=n_jobs, progress=progress, **params)
+    if not isinstance(ranks, dict) or not ranks:
+        raise ValueError("ranks must be a non-empty dict {model: sampled ranks}")
+    return auto_models(ranks, n_items, sample_size, metrics, k, _boot.check_confidence(ci, "ci"),
+                       _boot._check_n_boot(n_boot), rng, users, paired, n_jobs, progress, **params)

@@ -59,8 +59,14 @@ import numpy as np
 
 from .._validation import as_rng, check_int, check_open_unit, check_ranks
 from ..metrics import metric_function
+from .corrected import CORRECTION_METHODS, corrected_metrics
 from .distribution import (
-    PER_USER_SIZE_METHODS as _FIT_PER_USER, ConvergenceWarning, _em, check_n_items, check_sampled_ranks,
+    PER_USER_SIZE_METHODS as _FIT_PER_USER, ConvergenceWarning, _em, check_n_items, estimate_rank_distribution,
+    wmle_weights,
+)
+from .estimate import METHODS, _estimate, _ks, _point_metric, _point_metrics, _route, _split
+from .grid import (
+    _single_blas_thread, cached_kernel, check_sampled_ranks, kernel_columns, pool_metric_matrix, resolve_grid,
 )
 
 __all__ = [
@@ -179,8 +185,6 @@ def _check_n_boot(n_boot) -> int:
 def _check_method(method, sizes=None) -> None:
     """``method`` one of :data:`~itemsampling.estimators.METHODS`; with per-user ``sizes`` (an array),
     one of :data:`PER_USER_METHODS`."""
-    from . import METHODS
-
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if sizes is not None and not isinstance(sizes, int) and method not in PER_USER_METHODS:
@@ -318,8 +322,6 @@ def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000)
 def _kernel_columns(N, pair_sizes, pair_ranks, replacement):
     """The kernel columns of the distinct pairs, exactly as the single-fit EM uses them: columns of
     the cached dense kernel for one size, :func:`~.grid.kernel_columns` for per-user sizes."""
-    from .grid import cached_kernel, kernel_columns
-
     if np.unique(pair_sizes).size == 1:
         return np.ascontiguousarray(cached_kernel(N, int(pair_sizes[0]), bool(replacement))[:, pair_ranks - 1])
     return kernel_columns(N, pair_sizes, pair_ranks, bool(replacement))
@@ -375,8 +377,6 @@ class _Replicator:
         if base in ("mle", "wmle") and solver == "em":
             W = self.Cfit
             if base == "wmle":
-                from .distribution import wmle_weights
-
                 _check_method(base, self.sizes)
                 w = wmle_weights(int(self.sizes), dist_kw.get("weight", "ndcg"), dist_kw.get("C", 10.0))
                 W = self.Cfit * w[self.fit_ranks - 1]
@@ -390,8 +390,6 @@ class _Replicator:
                                 self.n_jobs)
             P = np.concatenate(parts, axis=0)
         else:
-            from . import estimate_rank_distribution
-
             def fit(b):
                 return estimate_rank_distribution(self._ranks(b), self.N, self._sizes(b), base, **dist_kw)
 
@@ -404,8 +402,6 @@ class _Replicator:
         r"""The corrected metric vectors :math:`\widehat F(r)` of a correction method (TORS Eq. 6;
         :func:`~.corrected.corrected_metrics` with options ``corr``, MN's :math:`M` the replicate's
         number of users): (n, n_metrics, n_ks), or (n, n_metrics, n_ks, G) over the distinct pools."""
-        from .corrected import corrected_metrics
-
         kw = dict(corr)
         if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
             kw["n_users"] = int(self.M)
@@ -425,8 +421,6 @@ class _Replicator:
     def each(self, method, params, key=None, priors=None):
         """The estimator itself (``estimators._estimate``) on every replicate's users; ``priors``
         (one row per replicate, cached under ``key``) the learnt prior each replicate reuses."""
-        from . import _estimate
-
         out = np.empty((self.C.shape[0], len(self.metrics), len(self.ks)))
         for b in range(self.C.shape[0]):
             out[b] = _estimate(self._ranks(b), self.N, self._sizes(b), self.metrics, self.ks, method, params,
@@ -434,9 +428,6 @@ class _Replicator:
         return out
 
     def replicates(self, method, params):
-        from . import _split
-        from .corrected import CORRECTION_METHODS
-
         N, metrics, ks = self.N, self.metrics, self.ks
         corr, dist = _split(params)
         grid = corr.pop("grid", None)
@@ -457,8 +448,6 @@ class _Replicator:
         base = method.split("_")[-1]
         key, Pmat = self.prior(base, dist, replacement)
         if method == base and self.pair_pools is not None:  # sum_g (M_g / M) P @ F(R_g(R)) per replicate
-            from .distribution import pool_metric_matrix
-
             A = (Pmat @ pool_metric_matrix(metrics, ks, N, self.pools).reshape(N, -1)).reshape(
                 -1, len(metrics), len(ks), self.pools.size)
             return np.einsum("bmkg,bg->bmk", A, self.Cpool) / self.M
@@ -474,8 +463,6 @@ def _thread_map(fn, items, n_jobs: int) -> list:
     the whole map (its limit is process-wide, so it is set once here, not inside the workers):
     the products are memory-bound and threads only contend on shared cores. The result does not
     depend on ``n_jobs``: each item is computed exactly as in the serial loop."""
-    from .distribution import _single_blas_thread
-
     items = list(items)
     with _single_blas_thread():
         if n_jobs <= 1 or len(items) <= 1:
@@ -499,8 +486,6 @@ def _check_n_jobs(n_jobs) -> int:
 
 
 def _grid_in_use(grid, N, n, ks) -> bool:
-    from .grid import resolve_grid
-
     return resolve_grid(grid, N, n, ks) is not None
 
 
@@ -549,14 +534,8 @@ def bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci:
 
     Returns
     -------
-    MetricEstimate, with array fields when ``k`` is a sequence (an :class:`AutoEstimate` for
-    ``method="auto"``, :mod:`itemsampling.estimators.auto`).
+    MetricEstimate, with array fields when ``k`` is a sequence.
     """
-    if method == "auto":
-        from . import estimate_metric
-
-        return estimate_metric(sampled_ranks, n_items, sample_size, metric, k, "auto", ci=check_confidence(ci, "ci"),
-                               n_boot=_check_n_boot(n_boot), rng=rng, **params)
     out = bootstrap_metrics(sampled_ranks, n_items, sample_size, [metric], k, [method], ci=ci,
                             n_boot=n_boot, rng=rng, _single=True, **params)
     return out[method][metric]
@@ -567,14 +546,9 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     r"""As :func:`itemsampling.estimators.estimate_metrics` (``{method: {metric: ...}}``), each
     value a :class:`MetricEstimate`. All methods see the *same* bootstrap replicates, and a prior
     learnt in a replicate is shared by every method and metric that uses it in that replicate."""
-    from . import _ks, _route, estimate_metric, estimate_metrics
-
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     gen = as_rng(rng)
-    if "auto" in _names(methods, "methods"):  # method="auto" (module .auto) with the others
-        return estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci, n_boot=n_boot,
-                                rng=gen, **params)
     r, N, sizes, pools = _check_input(sampled_ranks, n_items, sample_size)
     metrics_l, methods_l = _names(metrics, "metrics"), _names(methods, "methods")
     for m in methods_l:
@@ -583,9 +557,9 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     # the point estimate on all users (also validates every parameter)
     N_arg = N if pools is None else pools
     if _single:
-        est = {methods_l[0]: {metrics_l[0]: estimate_metric(r, N_arg, sizes, metrics_l[0], k, methods_l[0], **params)}}
+        est = {methods_l[0]: {metrics_l[0]: _point_metric(r, N_arg, sizes, metrics_l[0], k, methods_l[0], params)}}
     else:
-        est = estimate_metrics(r, N_arg, sizes, metrics_l, k, methods_l, **params)
+        est = _point_metrics(r, N_arg, sizes, metrics_l, k, methods_l, params)
     pair_sizes, pair_ranks, counts, _, *pp = _pair_table(r, sizes, pools)
     rep = _Replicator(N, sizes, pair_sizes, pair_ranks, _draw_counts(counts, n_boot, gen), metrics_l, ks,
                       _check_n_jobs(None), *pp)
@@ -614,17 +588,10 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     Returns a :class:`ModelComparison`: the difference, its percentile interval, the two-sided
     bootstrap p-value (:func:`bootstrap_p_value`) and whether 0 lies inside the interval.
     """
-    from . import _ks, estimate_metric
-
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     if not isinstance(paired, (bool, np.bool_)):
         raise ValueError(f"paired must be True or False, got {paired!r}")
-    if method == "auto":  # one estimator per cut-off for both models (module .auto)
-        sizes = {"A": sample_size, "B": sample_size if sample_size_b is None else sample_size_b}
-        res = bootstrap_models({"A": sampled_ranks_a, "B": sampled_ranks_b}, n_items, sizes, [metric], k, "auto",
-                               ci=ci, n_boot=n_boot, rng=rng, paired=bool(paired), **params)
-        return res.comparisons[("A", "B")][metric]
     _check_method(method)
     gen = as_rng(rng)
     ra, N, sa, pa = _check_input(sampled_ranks_a, n_items, sample_size, "sampled_ranks_a")
@@ -637,8 +604,8 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     for s in (sa, sb):
         _check_method(method, s)
     seq, ks = _ks(k)
-    est_a = estimate_metric(ra, N if pa is None else pa, sa, metric, k, method, **params)
-    est_b = estimate_metric(rb, N if pb is None else pb, sb, metric, k, method, **params)
+    est_a = _point_metric(ra, N if pa is None else pa, sa, metric, k, method, params)
+    est_b = _point_metric(rb, N if pb is None else pb, sb, metric, k, method, params)
     tables = [_pair_table(ra, sa, pa), _pair_table(rb, sb, pb)]
     counts = _joint_counts(tables, n_boot, gen) if paired else [C for t in tables for C in _joint_counts([t], n_boot, gen)]
     jobs = _check_n_jobs(None)
@@ -779,18 +746,9 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
     :func:`compare_estimates` bootstraps, without refitting either model. Point estimates are
     those of :func:`~itemsampling.estimators.estimate_metrics` (identical to today's).
     """
-    from . import _ks, estimate_metrics
-
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     n_jobs = _check_n_jobs(n_jobs)
-    if method == "auto":  # one estimator per metric@K for all models (module .auto)
-        from .auto import auto_models
-
-        if not isinstance(ranks, dict) or not ranks:
-            raise ValueError("ranks must be a non-empty dict {model: sampled ranks}")
-        return auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users, paired, n_jobs,
-                           progress, **params)
     _check_method(method)
     if not isinstance(ranks, dict) or not ranks:
         raise ValueError("ranks must be a non-empty dict {model: sampled ranks}")
@@ -816,8 +774,8 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
             o = order[m]
             r, s, pools = r[o], s if isinstance(s, int) else s[o], None if pools is None else pools[o]
         data[m] = (r, s, pools)
-    est = {m: estimate_metrics(data[m][0], N if data[m][2] is None else data[m][2], data[m][1], metrics_l, k,
-                               [method], **params)[method] for m in models}
+    est = {m: _point_metrics(data[m][0], N if data[m][2] is None else data[m][2], data[m][1], metrics_l, k,
+                             [method], params)[method] for m in models}
     reps: dict = {}
     for group in groups:
         tables = [_pair_table(*data[m]) for m in group]
