@@ -104,19 +104,37 @@ def test_input_restricts_the_candidates(data):
     assert "cls" not in e.selection.candidates and "CLS left out" in e.selection.restricted
 
 
-def _true_rmse(N_, n_, M_, a, metric, k, reps, seed):
-    err = {c: [] for c in CANDIDATES}
+def _cell(N_, n_, M_, a, metric, k, reps, candidates):
+    """Realised RMSE of each candidate against the users' own metric over ``reps`` data sets drawn
+    from the Beta(a) rank model, and auto's pick on each."""
+    err = {c: [] for c in candidates}
     picks = []
     for j in range(reps):
-        g = np.random.default_rng([seed, j])
+        g = np.random.default_rng([j, N_, n_, M_])
         R = sample_beta_ranks(a, N_, M_, rng=g)
         r = sample_ranks(R, N_, n_, rng=g)
-        sel = select_estimators(r, N_, n_, [metric], [k], rng=j)
+        sel = select_estimators(r, N_, n_, [metric], [k], rng=j, candidates=candidates)
         truth = evaluate(R, metric, k)
-        for c in CANDIDATES:
+        for c in candidates:
             err[c].append(sel.estimates[(metric, k)][c] - truth)
         picks.append(sel.chosen[(metric, k)])
     return {c: float(np.sqrt(np.mean(np.square(e)))) for c, e in err.items()}, picks
+
+
+def test_selection_cls_where_cls_wins():
+    """Few users (M = 100) on a flat rank model: the fixed correction's bias is smaller than the
+    learnt distribution's variance, and auto sees it in every data set."""
+    rmse, picks = _cell(100, 20, 100, 0.6, "ndcg", 10, 6, ("mle", "cls"))
+    assert rmse["cls"] < 0.85 * rmse["mle"]  # realised: 0.028 against 0.035
+    assert picks == ["cls"] * 6
+
+
+def test_selection_mle_where_mle_wins():
+    """Many users (M = 20,000), a steep rank model and K = 20 above one kernel width (4.1): CLS's
+    uniform-prior bias dominates, MLE is nine times more accurate, and auto picks it every time."""
+    rmse, picks = _cell(200, 50, 20000, 0.15, "recall", 20, 4, ("mle", "cls"))
+    assert rmse["mle"] < 0.25 * rmse["cls"]  # realised: 0.0049 against 0.044
+    assert picks == ["mle"] * 4
 
 
 def test_beta_fit_recovers_the_beta_model():
@@ -155,3 +173,38 @@ def test_models_and_comparison(data):
     assert c.method == "auto" and c.difference[0] == pytest.approx(a.estimate[0] - b.estimate[0])
     cmp = compare_estimates(r, rb, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=1, n_sim=3)
     assert cmp.low <= cmp.difference <= cmp.high
+
+
+def test_command_method_auto(tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    from itemsampling.cli import main
+
+    R, r = _beta_users(0.4, 300, 400, 30, seed=4)
+    rb = sample_ranks(R, 300, 30, rng=5)
+    path = tmp_path / "ranks.csv"
+    pd.DataFrame({"user": np.tile(np.arange(400), 2), "model": np.repeat(["A", "B"], 400),
+                  "rank": np.concatenate([r, rb])}).to_csv(path, index=False)
+    args = ["estimate", str(path), "--n-items", "300", "--sample-size", "30", "--metric", "recall", "--k", "10", "50",
+            "--n-boot", "20", "--quiet", "--method", "auto"]
+    assert main(args + ["--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["method"] == "auto" and set(res["selection"]) == {"A", "B"}
+    for row in res["estimates"]:
+        assert row["chosen"] in CANDIDATES and row["reason"].startswith(row["chosen"] + ":")
+        assert row["low"] <= row["estimate"] <= row["high"]
+    chosen = {(row["model"], row["k"]): row["chosen"] for row in res["estimates"]}
+    assert all(chosen[("A", k)] == chosen[("B", k)] for k in (10, 50))  # one estimator for the comparison
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "method auto chose" in text and text.count("smallest worst-case simulated RMSE") == 4
+    assert main(args + ["--gamma", "0.2"]) == 2
+    assert "--gamma" in capsys.readouterr().err
+
+
+def _beta_users(a, N_, M_, n_, seed):
+    g = np.random.default_rng(seed)
+    R = sample_beta_ranks(a, N_, M_, rng=g)
+    return R, sample_ranks(R, N_, n_, rng=g)

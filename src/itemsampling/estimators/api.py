@@ -57,6 +57,13 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
         ``"mn_mle"``, ``"mn_mes"`` (MN with that prior and :math:`M` = ``len(sampled_ranks)``);
         ``"mnw_mle"``, ``"mnw_mes"`` the same with the exactly-weighted MN variant
         (``"mn_weighted"`` in :func:`corrected_metric`, i.e. BV with :math:`\gamma = 1/M`).
+        ``"auto"``: one of MLE, MES, CLS, BV (:math:`\gamma` = 0.1) and MN_MLE chosen per cut-off by
+        its worst-case simulated error over four fits of :math:`P(R)` (:mod:`.auto`); the result is
+        an :class:`~itemsampling.estimators.bootstrap.AutoEstimate` (with or without ``ci``)
+        recording the choice, every candidate's simulated error under every fit and the reason. It
+        takes ``replacement``, ``grid``, ``widen`` (move the interval's ends out by the chosen
+        estimator's worst-case simulated bias; default ``False``), ``n_sim`` and ``candidates``,
+        and refuses the options of one method (``gamma``, ``eta``, ...).
     **params
         ``grid``: ``None`` (default) uses the dense estimators unless the :math:`N\times n` kernel
         would exceed 2 GiB (:data:`~itemsampling.estimators.grid.AUTO_GRID_BYTES`), and then the
