@@ -23,9 +23,11 @@ def ranks():
 
 
 @pytest.mark.filterwarnings("ignore::itemsampling._validation.ResolutionWarning")
-@pytest.mark.parametrize("method", ["mle", "auto"])
-def test_bench_two_models_nine_cutoffs(benchmark, ranks, method):
-    res = benchmark.pedantic(bootstrap_models, args=(ranks, N, n, METRICS, KS, method), kwargs={"rng": 0},
+@pytest.mark.parametrize("method,kw", [("mle", {}), ("auto", {}),
+                                       ("auto", {"candidates": ("mle", "cls", "bv"), "n_sim": 6})],
+                         ids=["mle", "auto", "auto-mle-cls-bv-6sims"])
+def test_bench_two_models_nine_cutoffs(benchmark, ranks, method, kw):
+    res = benchmark.pedantic(bootstrap_models, args=(ranks, N, n, METRICS, KS, method), kwargs={"rng": 0, **kw},
                              rounds=1, iterations=1)
     assert set(res.estimates) == {"A", "B"}
 
