@@ -58,16 +58,15 @@ import warnings
 
 import numpy as np
 
-# the file readers and their error, in their own module (itemsampling.inputs); still importable from here
 from ._validation import ResolutionWarning, as_rng
+# the file readers and their error live in itemsampling.inputs (documented there); still importable from here
 from .inputs import (  # noqa: F401
     COLUMN_ALIASES, FORMATS, WEIGHTED_COLUMNS, InputError, RankTable, _k_value, k_value, read_rank_file,
     read_weighted_file,
 )
 from .metrics import METRICS, canonical_metric
 
-__all__ = ["DEFAULT_METHOD", "InputError", "RankTable", "read_rank_file", "read_weighted_file", "ranks_from_scores",
-           "estimate_table", "format_report", "main"]
+__all__ = ["DEFAULT_METHOD", "ranks_from_scores", "estimate_table", "format_report", "main"]
 
 #: The method used when ``--method`` is not given (see the module docstring and the guide).
 DEFAULT_METHOD = "mle"

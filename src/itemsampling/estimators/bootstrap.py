@@ -255,6 +255,16 @@ def _check_input(sampled_ranks, n_items, sample_size, name="sampled_ranks", size
     return r, N, sizes, pools
 
 
+def _checked(N, r, sizes, pools):
+    """``(r, N, sizes, pools)`` of data validated by :func:`_check_input`, as ``estimate._prepare``
+    makes it from ``n_items = N if pools is None else pools``: equal pools are one catalogue size."""
+    if pools is None:
+        return r, N, sizes, None
+    if np.all(pools == pools[0]):
+        return r, int(pools[0]), sizes, None
+    return r, int(pools.max()), sizes, pools
+
+
 def _draw_counts(counts: np.ndarray, n_boot: int, rng) -> np.ndarray:
     """``n_boot`` multinomial resamplings of the pair counts: (n_boot, n_pairs) float64."""
     M = int(counts.sum())
@@ -557,9 +567,10 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     # the point estimate on all users (also validates every parameter)
     N_arg = N if pools is None else pools
     if _single:
-        est = {methods_l[0]: {metrics_l[0]: _point_metric(r, N_arg, sizes, metrics_l[0], k, methods_l[0], params)}}
+        est = {methods_l[0]: {metrics_l[0]: _point_metric(r, N_arg, sizes, metrics_l[0], k, methods_l[0], params,
+                                                           checked=(r, N, sizes, pools))}}
     else:
-        est = _point_metrics(r, N_arg, sizes, metrics_l, k, methods_l, params)
+        est = _point_metrics(r, N_arg, sizes, metrics_l, k, methods_l, params, checked=(r, N, sizes, pools))
     pair_sizes, pair_ranks, counts, _, *pp = _pair_table(r, sizes, pools)
     rep = _Replicator(N, sizes, pair_sizes, pair_ranks, _draw_counts(counts, n_boot, gen), metrics_l, ks,
                       _check_n_jobs(None), *pp)
@@ -595,7 +606,7 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     _check_method(method)
     gen = as_rng(rng)
     ra, N, sa, pa = _check_input(sampled_ranks_a, n_items, sample_size, "sampled_ranks_a")
-    rb, _, sb, pb = _check_input(sampled_ranks_b, n_items, sample_size if sample_size_b is None else sample_size_b,
+    rb, Nb, sb, pb = _check_input(sampled_ranks_b, n_items, sample_size if sample_size_b is None else sample_size_b,
                                  "sampled_ranks_b", "sample_size" if sample_size_b is None else "sample_size_b")
     if paired and ra.size != rb.size:
         raise ValueError(f"paired comparison needs one rank per user for both models: sampled_ranks_a has "
@@ -604,8 +615,8 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     for s in (sa, sb):
         _check_method(method, s)
     seq, ks = _ks(k)
-    est_a = _point_metric(ra, N if pa is None else pa, sa, metric, k, method, params)
-    est_b = _point_metric(rb, N if pb is None else pb, sb, metric, k, method, params)
+    est_a = _point_metric(ra, N if pa is None else pa, sa, metric, k, method, params, checked=(ra, N, sa, pa))
+    est_b = _point_metric(rb, N if pb is None else pb, sb, metric, k, method, params, checked=(rb, Nb, sb, pb))
     tables = [_pair_table(ra, sa, pa), _pair_table(rb, sb, pb)]
     counts = _joint_counts(tables, n_boot, gen) if paired else [C for t in tables for C in _joint_counts([t], n_boot, gen)]
     jobs = _check_n_jobs(None)
@@ -775,7 +786,7 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
             r, s, pools = r[o], s if isinstance(s, int) else s[o], None if pools is None else pools[o]
         data[m] = (r, s, pools)
     est = {m: _point_metrics(data[m][0], N if data[m][2] is None else data[m][2], data[m][1], metrics_l, k,
-                             [method], params)[method] for m in models}
+                             [method], params, checked=_checked(N, *data[m]))[method] for m in models}
     reps: dict = {}
     for group in groups:
         tables = [_pair_table(*data[m]) for m in group]

@@ -75,10 +75,11 @@ from .bootstrap import (
 )
 from .corrected import CORRECTION_METHODS
 from .distribution import estimate_rank_distribution
-from .estimate import TARGETS, _check_options, _ks, _point_metrics, _route, _split, check_target
+from .estimate import _check_options, _ks, _point_metrics, _route, _split
+from .estimate import TARGETS, check_target  # noqa: F401  (importable from here, as before the move)
 from .grid import kernel_columns, pool_metric_matrix
 
-__all__ = ["TARGETS", "check_target", "rank_posterior", "posterior_metric_moments", "conditional_metric",
+__all__ = ["rank_posterior", "posterior_metric_moments", "conditional_metric",
            "conditional_metrics"]
 
 def _pairs(sampled_ranks, n_items, sample_size):

@@ -8,7 +8,7 @@ off it.
 What this module holds: the fits, each written once (EM ``_em``, CNM, WMLE's weights, the MES
 Newton loop ``_mes_newton``, BV's rank-distribution baseline), the one option table
 :data:`OPTIONS` and the one fit ``_fit`` behind :func:`fit_rank_distribution`,
-:func:`~itemsampling.estimators.grid.grid_fit_rank_distribution` and the estimate path of
+:func:`~itemsampling.estimators.distribution.grid_fit_rank_distribution` and the estimate path of
 :mod:`itemsampling.estimators`; the per-user catalogue-size model (pools). They work on the kernel
 and sampled-rank statistics of :mod:`.grid` (over the global ranks ``1..N``, the exact grid, or
 over the cells of a coarser :class:`~itemsampling.estimators.grid.RankGrid`).
@@ -132,10 +132,10 @@ from .._validation import (
 from ..metrics import metric_function
 from .corrected import corrected_metrics  # the BV baseline of P(R) is read off BV's corrected Recall@K
 from .grid import (  # the representation: sampled-rank statistics, kernels, row blocks, pool metrics
-    _block_products, _blocks, _check_grid, _check_positive, _row_bands, _single_blas_thread, cached_kernel,
-    check_sampled_ranks, grid_kernel, kernel_columns, pool_metric_matrix, pool_rank_map, rank_grid,
-    sampled_rank_histogram, sampled_rank_table,
+    _block_products, _blocks, _check_grid, _rank_histogram, _check_positive, _row_bands, _single_blas_thread, cached_kernel,
+    check_sampled_ranks, grid_kernel, kernel_columns, rank_grid, sampled_rank_table,
 )
+from .grid import pool_metric_matrix, pool_rank_map, sampled_rank_histogram  # noqa: F401  (importable from here, as before)
 
 __all__ = [
     "DISTRIBUTION_METHODS",
@@ -152,8 +152,6 @@ __all__ = [
     "check_n_items",
     "grid_fit_rank_distribution",
     "grid_mes_dual",
-    "pool_rank_map",
-    "pool_metric_matrix",
     "wmle_weights",
     "mes_scale",
     "mixture_log_likelihood",
@@ -626,11 +624,18 @@ def _pool_reference(sampled_ranks, n_items, sample_size, replacement, method=Non
     checking the pools against the ranks and sample sizes (and that the kernel is pool-free)."""
     r = check_ranks(sampled_ranks, "sampled_ranks")
     pools = check_n_items(n_items, r.size, sample_size if np.ndim(sample_size) == 0 else np.asarray(sample_size))
-    if not isinstance(pools, int) and method != "sampled" and not check_bool(replacement, "replacement"):
+    _check_pool_replacement(pools, replacement, method)
+    return int(np.max(pools))
+
+
+def _check_pool_replacement(pools, replacement, method=None) -> None:
+    """Per-user catalogue sizes (``pools`` an array) need the with-replacement kernel (``method``
+    ``"sampled"`` needs no kernel)."""
+    if not isinstance(pools, int) and pools is not None and method != "sampled" \
+            and not check_bool(replacement, "replacement"):
         raise ValueError("per-user n_items (catalogue sizes) need replacement=True: without replacement the "
                          "hypergeometric kernel depends on each pool, not only on the rank fraction; pass one "
                          "n_items or decoys drawn with replacement")
-    return int(np.max(pools))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -753,7 +758,7 @@ def _mes_newton(K, pt, a, tol, max_iter, logw=None, cg_above=None):
     r"""The one Newton loop of the MES dual (TORS Eq. 35-36; derivation and stopping rules in
     :func:`mes_dual`): minimise :math:`f(\mu) = \log\sum_R e^{(K_O\mu)_R + \log w_R} - \mu^\top\tilde P_O
     + \frac a4\sum_{r\in O}\mu_r^2/\tilde P(r)` from :math:`\mu = 0`. ``K``: the kernel (rows: ranks, or
-    cells of widths :math:`w_R` with ``logw`` their logs, as :func:`.grid.grid_mes_dual` passes them;
+    cells of widths :math:`w_R` with ``logw`` their logs, as :func:`grid_mes_dual` passes them;
     ``None``: width 1, the dense problem), ``pt`` the sampled-rank distribution :math:`\tilde P`; ``a``,
     ``tol`` and ``max_iter`` are checked here. Steps: the Newton system factorised directly (Hessian
     over the row bands of :func:`_row_bands`) or, beyond ``cg_above`` observed ranks, solved inexactly
@@ -950,7 +955,7 @@ def bv_rank_distribution(p_tilde, n_items: int, sample_size: int, gamma: float =
 # ---------------------------------------------------------------------------------------------
 #: The one option table of the rank-distribution fits: method -> its options and their defaults
 #: (``None``: the solver's own default). The one fit ``_fit`` (behind :func:`fit_rank_distribution`,
-#: :func:`itemsampling.estimators.grid.grid_fit_rank_distribution` and the estimates) and
+#: :func:`itemsampling.estimators.distribution.grid_fit_rank_distribution` and the estimates) and
 #: :func:`itemsampling.estimators.estimate_metrics` read it, through :func:`_fit_options`.
 OPTIONS = {
     "mle": {"solver": "em", "tol": None, "max_iter": None},
@@ -1027,7 +1032,7 @@ def _fit(r, N: int, n, method: str, replacement: bool, params: dict, grid=None) 
         else:
             raise _solver_error(method, opts["solver"])
         return res if grid is None else _on_grid(res, grid)
-    counts = sampled_rank_histogram(r, n)
+    counts = _rank_histogram(r, n)  # r: checked by the entry point
     p_tilde = counts / counts.sum()
     if method == "bv":
         start = time.perf_counter()

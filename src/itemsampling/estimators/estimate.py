@@ -33,7 +33,7 @@ from .._validation import (
 from ..metrics import canonical_metric, metric_function
 from .corrected import CORRECTION_METHODS, _corrected_on_grid, check_gamma, corrected_estimate, corrected_metrics
 from .distribution import (
-    OPTIONS, PER_USER_SIZE_METHODS as _FIT_PER_USER, _fit, _pool_reference, check_n_items,
+    OPTIONS, PER_USER_SIZE_METHODS as _FIT_PER_USER, _check_pool_replacement, _fit, _pool_reference, check_n_items,
 )
 from .grid import check_sampled_ranks, grid_metric, pool_metric_matrix, resolve_grid
 
@@ -65,8 +65,6 @@ _CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement", "grid"}
 #: that only it takes (routed to it alone by :func:`estimate_metrics`)
 _DIST_OPTIONS = {m: tuple(OPTIONS[m]) for m in _DISTRIBUTION_METHODS}
 _DIST_ONLY = {m: tuple(o for o in _DIST_OPTIONS[m] if o not in _DIST_OPTIONS["mle"]) for m in _DISTRIBUTION_METHODS}
-
-
 
 #: The interval targets of :func:`itemsampling.estimators.estimate_metric` (``target=``).
 TARGETS = ("population", "test-users")
@@ -161,7 +159,7 @@ def _pool_apply(r, pools, Fh):
 
 def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
     """The one estimate path of :func:`estimate_metric`, :func:`estimate_metrics`, the bootstraps and
-    :func:`~itemsampling.estimators.grid.grid_estimate_metrics`, on validated input: an array
+    :func:`~itemsampling.estimators.estimate.grid_estimate_metrics`, on validated input: an array
     (len(metrics), len(ks)). Every method runs over the global ranks ``1..N`` or, with a grid
     (``params["grid"]``, resolved by :func:`~itemsampling.estimators.grid.resolve_grid`), over the
     cells of a :class:`~itemsampling.estimators.grid.RankGrid`: the fit is
@@ -280,10 +278,24 @@ def _prepare(sampled_ranks, n_items, sample_size, params, method=None):
         n_items = N
     N = check_int(n_items, "n_items", low=2)
     r, n = check_sampled_ranks(sampled_ranks, N, sample_size)  # n: an int if all sizes are equal
+    _check_params(params)
+    return r, N, n, pools
+
+
+def _check_params(params: dict) -> None:
     if "replacement" in params:
         check_bool(params["replacement"], "replacement")
     if "gamma" in params and params["gamma"] is not None:
         check_gamma(params["gamma"])
+
+
+def _prepared(checked, params, method=None):
+    """``(r, N, n, pools)`` already validated by the caller's entry point (the bootstraps'
+    ``_check_input``): only what depends on ``params`` is checked here, as :func:`_prepare` does."""
+    r, N, n, pools = checked
+    if pools is not None:
+        _check_pool_replacement(pools, params.get("replacement", True), method)
+    _check_params(params)
     return r, N, n, pools
 
 
@@ -365,22 +377,24 @@ def _check_options(params: dict, methods) -> None:
         check_bool(params["replacement"], "replacement")
 
 
-def _point_metric(sampled_ranks, n_items, sample_size, metric, k, method, params, warn=True):
+def _point_metric(sampled_ranks, n_items, sample_size, metric, k, method, params, warn=True, checked=None):
     """The point estimate of :func:`~itemsampling.estimators.estimate_metric` (no ``ci``): validates
     its input (every refusal of the public function) and runs the one estimate path. ``warn``: the
-    resolution note (:func:`resolution_note`) as a :class:`ResolutionWarning` at the caller's caller."""
+    resolution note (:func:`resolution_note`) as a :class:`ResolutionWarning` at the caller's caller;
+    ``checked``: ``(r, N, n, pools)`` when the caller has validated the data already (not checked again)."""
     if warn:
         _warn_resolution(n_items, sample_size, k, method)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params, method)
+    r, N, n, pools = (_prepare(sampled_ranks, n_items, sample_size, params, method) if checked is None
+                      else _prepared(checked, params, method))
     canonical_metric(metric)
     seq, ks = _ks(k)
     out = _estimate(r, N, n, [metric], ks, method, params, {}, pools)[0]
     return out if seq else float(out[0])
 
 
-def _point_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, params, warn=True):
+def _point_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, params, warn=True, checked=None):
     """The point estimates of :func:`~itemsampling.estimators.estimate_metrics` (no ``ci``), as
     :func:`_point_metric`: ``{method: {metric: estimate}}``, each prior learnt once."""
     _check_nonempty(metrics, "metrics", "metric")
@@ -388,8 +402,9 @@ def _point_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, par
     if warn:
         _warn_resolution(n_items, sample_size, k, methods)
     methods = [methods] if isinstance(methods, str) else list(methods)
-    r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params,
-                              "sampled" if set(methods) == {"sampled"} else None)
+    only = "sampled" if set(methods) == {"sampled"} else None
+    r, N, n, pools = (_prepare(sampled_ranks, n_items, sample_size, params, only) if checked is None
+                      else _prepared(checked, params, only))
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     for m in metrics:
         canonical_metric(m)

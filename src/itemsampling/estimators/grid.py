@@ -14,14 +14,17 @@ What this module holds, and how the rest of :mod:`itemsampling.estimators` uses 
   :math:`K^\top w` (:func:`_block_products`);
 * the sufficient statistics of the data (:func:`sampled_rank_histogram`, :func:`sampled_rank_table`)
   and the one validation of sampled ranks with their sample sizes (:func:`check_sampled_ranks`);
-* metrics read off cell masses (:func:`grid_metric`).
+* metrics read off cell masses (:func:`grid_metric`) and, for per-user catalogue sizes, the metric
+  of each pool on the common grid of rank fractions (:func:`pool_rank_map`, :func:`pool_metric_matrix`).
 
-Each estimator is written once, against this representation: the fits (EM, CNM, WMLE, MES) in
-:mod:`.distribution` (one fit, ``distribution._fit``), BV / MN / MNW in :mod:`.corrected` (one
-assembly ``corrected._system``, one solve ``corrected._solve_system``, products on ranks or cells),
-and the combinations in :mod:`itemsampling.estimators` (one estimate path). The functions
-:func:`grid_fit_rank_distribution`, :func:`grid_mes_dual`, :func:`grid_corrected_metrics` and
-:func:`grid_estimate_metrics` at the end are the entry points on a given grid; they call those.
+Each estimator is written once, against this representation, in the modules above it (this module
+imports none of them): the fits (EM, CNM, WMLE, MES) in :mod:`.distribution` (one fit,
+``distribution._fit``), BV / MN / MNW in :mod:`.corrected` (one assembly ``corrected._system``, one
+solve ``corrected._solve_system``, products on ranks or cells), and the combinations in
+:mod:`.estimate` (one estimate path). The entry points on a given grid live with the algorithms
+they call: ``grid_fit_rank_distribution`` and ``grid_mes_dual`` in :mod:`.distribution`,
+``grid_corrected_metrics`` in :mod:`.corrected`, ``grid_estimate_metrics`` in :mod:`.estimate`
+(all exported by :mod:`itemsampling.estimators`; ``estimators.grid.<name>`` still resolves).
 
 Why cells: the dense kernel :math:`K_{R,r} = P(r\mid R)` for every global rank :math:`R = 1..N`
 takes :math:`8Nn` bytes, 7.45 GiB at :math:`N = 10^6`, :math:`n = 1000`. But the data cannot tell
@@ -83,7 +86,7 @@ Estimators on cells
 * MES (TORS Eq. 35-36): the entropy is over global ranks, :math:`H(P) = -\sum_c w_c\log(w_c/|c|)`,
   so the dual of :func:`.distribution.mes_dual` gains the cell widths as multiplicities:
   :math:`f(\mu) = \log\sum_c |c|\,e^{(\bar K_O\mu)_c} - \mu^\top\tilde P_O + \frac a4\sum_r\mu_r^2/\tilde P(r)`
-  (:func:`grid_mes_dual`).
+  (``distribution.grid_mes_dual``).
 * BV, MN and MNW corrected metrics (Krichene & Rendle Eq. 24-26; TORS Eq. 42) with a prior
   uniform within cells: the :math:`n\times n` matrices :math:`\sum_R p(R)K_RK_R^\top` become
   :math:`\sum_c p_c \bar K_c\bar K_c^\top` (exact for width-1 cells; elsewhere the within-cell
@@ -98,7 +101,7 @@ Estimators on cells
 Costs: building :math:`\bar K` takes :math:`O(Cn)` time and memory; EM :math:`O(Cn)` per pass; MES
 :math:`O(Cn\bar b)` per Newton step (band :math:`\bar b`); BV and MN :math:`O(C\bar b^2 + n^3)` with the
 dense :math:`n\times n` Cholesky, :math:`O(C\bar b^2 + nu^2)` time and :math:`O(nu)` memory with the
-banded one that :func:`grid_corrected_metrics` takes for large :math:`n` (half-bandwidth
+banded one that ``corrected.grid_corrected_metrics`` takes for large :math:`n` (half-bandwidth
 :math:`u \approx 25\sqrt n`). None depends on :math:`N` beyond the :math:`O(\log N)` growth of :math:`C`.
 """
 
@@ -331,7 +334,12 @@ def sampled_rank_histogram(sampled_ranks, sample_size: int) -> np.ndarray:
     sample_size = check_int(sample_size, "sample_size", low=2)
     r = check_ranks(sampled_ranks, "sampled_ranks", high=sample_size)
     check_memory(16.0 * sample_size, f"a histogram of {sample_size} sampled ranks", "sample_size")
-    return np.bincount(r, minlength=sample_size + 1)[1:].astype(np.float64)
+    return _rank_histogram(r, sample_size)
+
+
+def _rank_histogram(r: np.ndarray, n: int) -> np.ndarray:
+    """:func:`sampled_rank_histogram` of checked ranks ``r`` in ``1..n`` (the fits, on validated input)."""
+    return np.bincount(r, minlength=n + 1)[1:].astype(np.float64)
 
 
 def check_sampled_ranks(sampled_ranks, n_items: int, sample_size, name: str = "sampled_ranks",
