@@ -272,9 +272,10 @@ def _auto_conditional(auto, r, n_items, n, metrics, ks, ci, n_boot, rng, params)
     """Test-users intervals for ``method="auto"``: each estimator that auto chose (``auto``, the
     model's ``{metric: AutoEstimate}``) on one set of parametric replicates, read per cut-off and
     widened by the bias margin auto recorded."""
-    from .estimators.bootstrap import AutoEstimate
-    from .estimators.conditional import conditional_metrics
+    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
+    from .estimators import AutoEstimate
     from .estimators.auto import _params
+    from .estimators.conditional import conditional_metrics
 
     chosen = sorted({str(c) for e in auto.values() for c in np.atleast_1d(e.chosen)})
     seed = int(rng.integers(2 ** 63))
