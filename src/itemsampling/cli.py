@@ -40,7 +40,7 @@ and CLS with a uniform prior keep a bias that does not shrink with the number of
 guide chapter "Correcting your own evaluation" computes the comparison behind this choice.
 
 With ``--weighted``, ``FILE`` is instead a long file of popularity-weighted decoys, one row per
-decoy (:func:`read_weighted_file`), corrected by the ratio curve of Chapter 11
+decoy (:func:`itemsampling.inputs.read_weighted_file`), corrected by the ratio curve of Chapter 11
 (:func:`itemsampling.estimators.weighted.estimate_metric_weighted`).
 
 Every bad file is refused with a message naming the file, the line (CSV/TSV) or row (Parquet)
@@ -431,7 +431,7 @@ def _build_parser():
 
 
 def estimate_weighted_file(args) -> int:
-    """``python -m itemsampling estimate FILE --weighted``: read FILE (:func:`read_weighted_file`)
+    """``python -m itemsampling estimate FILE --weighted``: read FILE (:func:`~itemsampling.inputs.read_weighted_file`)
     and print, for every metric and cut-off, the ratio-curve estimate with its bootstrap interval
     beside the uniform-kernel estimate and the uncorrected sampled metric (a table, or JSON)."""
     # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
