@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._validation import as_float_array, check_real
+
 __all__ = ["record", "record_text", "recorded", "to_jsonable", "order_string", "standard_error",
            "compare_with_paper", "paired_difference", "RESULTS_ENV", "t_quantile", "mean_interval", "Interval",
            "Verdict", "VerdictRefused", "compare_means", "holm", "count_verdict", "match_table", "fmt_vs",
@@ -152,8 +154,6 @@ def standard_error(values) -> float:
     """Standard error of the mean of independent repeats: ``std(values, ddof=1) / sqrt(len)``.
 
     At least two finite values are required (one draw has no standard error)."""
-    from ._validation import as_float_array
-
     v = as_float_array(values, "values").ravel()
     if v.size < 2:
         raise ValueError(f"values must hold at least 2 repeats to have a standard error, got {v.size}")
@@ -167,8 +167,6 @@ def paired_difference(a, b, z: float = 2.0) -> dict:
     over the repeats, and the sign that a margin of ``z`` standard errors allows: ``+1`` when the
     mean exceeds ``z * se``, ``-1`` when it is below ``-z * se``, ``0`` (within the noise) otherwise.
     Returns ``{"mean", "se", "sign"}``."""
-    from ._validation import as_float_array, check_real
-
     a = as_float_array(a, "a").ravel()
     b = as_float_array(b, "b").ravel()
     if a.shape != b.shape:

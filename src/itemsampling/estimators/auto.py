@@ -1,0 +1,557 @@
+r"""``method="auto"``: the estimator chosen from the data, per metric and cut-off, and the bias
+margin that keeps its interval's coverage.
+
+The rule
+--------
+No estimator wins everywhere: the most accurate one moves with the rank distribution, the
+resolution :math:`N/(n-1)`, the number of users :math:`M` and the cut-off :math:`K` (guide,
+Table G.4). But each estimator's error on a data set *like this one* can be simulated: draw
+:math:`M` global ranks from a rank distribution :math:`P(R)`, their sampled ranks through the
+kernel :math:`P(r\mid R)` (TORS Eq. 5), apply the estimator and compare with the users' own
+metric :math:`\frac1M\sum_u F(R_u)` (what :mod:`itemsampling.plan` does for one estimator).
+The catch is :math:`P(R)`: the truth is unknown, and a choice made under one fitted
+distribution inherits that fit's blind spots: every fit agrees with the sampled-rank law
+:math:`\tilde P(r) = \sum_R P(R) P(r\mid R)` but they differ inside one kernel width, exactly
+where the estimators' biases live. So the error is simulated under **several plausible fits**
+of the same data, each within sampling error of :math:`\tilde P`:
+
+* the MLE (EM, Jin et al. 2021 Eq. 20-21): the least regularised;
+* MES (TORS Eq. 35-36): the smoothest (maximum entropy) distribution near :math:`\tilde P`;
+* the BV-derived :math:`\widehat P(R)` (Jin et al. Eq. 15; TORS Eq. 28): BV with a uniform
+  prior, the one shaped by a fixed correction (dense only: it needs every cut-off 1..N);
+* the maximum-likelihood **Beta rank model** (:func:`beta_fit`; Li et al. 2020): two parameters,
+  whose power law at the top extrapolates *inside* one kernel width. The nonparametric fits
+  reproduce themselves there (an estimator re-fitted on data drawn from its own fit finds it
+  again), so without a parametric member every fit underrates the bias of the learnt
+  distributions below :math:`N/(n-1)`: on Beta data at :math:`N/(n-1) = 10`, NDCG@30, MLE's
+  simulated RMSE was 0.0013-0.0018 under the three nonparametric fits and 0.0078 under the Beta
+  fit, its realised RMSE 0.0067;
+
+and each candidate :math:`c` is scored by its **worst case over the fits**,
+:math:`\max_f \mathrm{RMSE}_f(c)`, and the candidate with the smallest worst case is chosen
+(minimax; ties go to the earlier candidate of :data:`CANDIDATES`). The simulations of all
+candidates share the same draws (common random numbers), so the comparison is much more precise
+than each RMSE; they are drawn from ``rng``: one seed, one choice.
+
+Candidates (:data:`CANDIDATES`): MLE, MES, CLS, BV (:math:`\gamma` = :data:`GAMMA`, uniform
+prior) and MN with the MLE prior, the corrected estimators of the guide's Table G.3. The input
+restricts them: per-user sample sizes leave MLE alone (the only one that takes them), per-user
+catalogue sizes drop CLS (one bounded least squares per pool), and the grid (catalogue scale)
+drops CLS (no grid version) and the BV-derived fit; with per-user catalogue sizes the errors are
+simulated on the largest pool. A candidate that fails on the data (or in the simulation) is
+skipped with its error recorded in :attr:`AutoSelection.skipped`.
+
+How well it does (``benchmarks/auto_validation.py``)
+-----------------------------------------------------
+On 36 cells (Beta a = 0.3, 0.6 and a popularity-like step; N/(n-1) = 5, 50, 200; M = 500,
+5,000; K = 10, 50; 5 repeats) auto's relative RMSE was below MLE's in 24 cells and within 25% of
+the cell's best candidate in 16; it was above 1.25 x MLE's in 3 (a = 0.6 and the step model at
+N/(n-1) = 200, M = 5,000). Its weakness is the minimax itself: where a fixed correction (CLS, BV)
+is the most accurate at N/(n-1) of 50 or more, the MLE and MES fits, which reproduce themselves
+inside one kernel width, make that correction look badly biased, and auto stays with a learnt
+distribution. That is why the default method stays MLE.
+
+The bias margin
+---------------
+A bootstrap interval is centred on what the estimator returns, so it misses a bias of the
+estimator itself; below one kernel width the bias is of the order of the interval (guide, Table
+G.2b). The simulation measures the chosen estimator's bias :math:`b_f` under each fit;
+:meth:`AutoSelection.margin` is :math:`\max_f |b_f|`, and ``widen=True`` moves both ends of the
+interval out by it (the bias-aware half-width of :func:`itemsampling.plan.normal_error_quantile`
+uses the same :math:`b`; here it is added to an interval that already holds the variance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._validation import as_rng, check_bool, check_int
+from ..metrics import canonical_metric, metric_function
+from . import bootstrap as _boot
+from .bootstrap import AutoEstimate, ModelComparison, ModelsBootstrap, _per_model, _Replicator
+from .conditional import check_target, conditional_metrics
+from .distribution import _fit
+from .estimate import _estimate, _ks, _prepare, _vectors
+from .grid import cached_kernel, grid_kernel, resolve_grid
+
+__all__ = ["CANDIDATES", "GAMMA", "N_SIM", "FITS", "AutoSelection", "select_estimators", "beta_fit",
+           "auto_estimates", "bootstrap_metric", "bootstrap_metrics", "compare_estimates", "bootstrap_models"]
+
+#: The candidates of ``method="auto"``, in tie-break order.
+CANDIDATES = ("mle", "mes", "cls", "bv", "mn_mle")
+#: BV's :math:`\gamma` among the candidates (Krichene & Rendle's value; the guide's "BV 0.1").
+GAMMA = 0.1
+#: Simulated data sets per fit.
+N_SIM = 12
+#: The fits of :math:`P(R)` the errors are simulated under.
+FITS = ("mle", "mes", "bv", "beta")
+_LINEAR = ("cls", "bv")
+#: options of the candidates that ``auto`` sets itself, and those it accepts from the caller
+_OWN = {"bv": {"gamma": GAMMA}}
+AUTO_OPTIONS = ("replacement", "grid")
+
+
+def _params(method: str, base: dict) -> dict:
+    return {**base, **_OWN.get(method, {})}
+
+
+def check_auto_params(params: dict) -> None:
+    """``method="auto"`` takes only :data:`AUTO_OPTIONS`; an option of one method (``gamma``,
+    ``eta``, ...) is refused, naming it."""
+    bad = sorted(set(params) - set(AUTO_OPTIONS))
+    if bad:
+        raise ValueError(f"method 'auto' chooses each estimator with its own settings; option(s) {bad} belong to "
+                         f"one method: pass an explicit method to use them (auto accepts only {list(AUTO_OPTIONS)}, and widen, "
+                         "n_sim, candidates)")
+
+
+@dataclass
+class AutoSelection:
+    """What ``method="auto"`` chose and why.
+
+    Attributes
+    ----------
+    metrics, ks : the metrics and cut-offs.
+    candidates : tuple      the candidates the input allows (:data:`CANDIDATES` restricted).
+    restricted : str        why candidates were left out by the input ("" if none).
+    skipped : dict          candidate or fit -> the error that removed it.
+    fits : tuple            the fits of :math:`P(R)` the errors were simulated under.
+    n_sim : int             simulated data sets per fit.
+    chosen : dict           (metric, k) -> chosen method.
+    rmse, bias : dict       (metric, k) -> {candidate: {fit: simulated RMSE / bias}}.
+    reason : dict           (metric, k) -> one line saying why.
+    estimates : dict        (metric, k) -> {candidate: its estimate on the data}.
+    """
+
+    metrics: list
+    ks: list
+    candidates: tuple
+    restricted: str = ""
+    skipped: dict = field(default_factory=dict)
+    fits: tuple = ()
+    n_sim: int = 0
+    chosen: dict = field(default_factory=dict)
+    rmse: dict = field(default_factory=dict)
+    bias: dict = field(default_factory=dict)
+    reason: dict = field(default_factory=dict)
+    estimates: dict = field(default_factory=dict)
+
+    def method(self, metric, k) -> str:
+        return self.chosen[(metric, k)]
+
+    def worst(self, metric, k, method=None) -> float:
+        """The worst-case simulated RMSE over the fits of ``method`` (default: the chosen one)."""
+        e = self.rmse.get((metric, k), {}).get(method or self.method(metric, k))
+        return float("nan") if not e else max(e.values())
+
+    def margin(self, metric, k) -> float:
+        r"""The bias margin :math:`\max_f |b_f|` of the chosen estimator (0 when nothing was simulated)."""
+        b = self.bias.get((metric, k), {}).get(self.method(metric, k))
+        return 0.0 if not b else max(abs(v) for v in b.values())
+
+    def to_dict(self) -> dict:
+        def lab(mk):
+            m, k = mk
+            return f"{m}@{'all' if k is None else k}"
+
+        return {"candidates": list(self.candidates), "restricted": self.restricted, "skipped": dict(self.skipped),
+                "fits": list(self.fits), "n_sim": self.n_sim,
+                "choices": {lab(mk): {"method": c, "reason": self.reason[mk], "margin": self.margin(*mk),
+                                      "rmse": self.rmse.get(mk, {}), "bias": self.bias.get(mk, {})}
+                            for mk, c in self.chosen.items()}}
+
+
+def _draw_global(P, grid, N, size, gen):
+    """Global ranks drawn from a fit: over 1..N, or over cells (uniform within a cell)."""
+    if grid is None:
+        return 1 + gen.choice(N, size=size, p=P)
+    c = gen.choice(grid.n_cells, size=size, p=P)
+    return grid.lo[c] + np.floor(gen.random(size) * grid.widths[c]).astype(np.int64)
+
+
+def _sampled(R, N, n, replacement, gen):
+    if replacement:
+        return 1 + gen.binomial(n - 1, (R - 1) / (N - 1))
+    return 1 + gen.hypergeometric(R - 1, N - R, n - 1)
+
+
+def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=None, pools=None, n_sim=N_SIM,
+                      candidates=CANDIDATES) -> AutoSelection:
+    r"""Choose an estimator per metric and cut-off (module docstring) on validated ranks ``r``
+    (one per user), catalogue size ``N`` (the largest pool with per-user ``pools``), sample size
+    ``n`` (an int, or per-user sizes), ``grid`` as for :func:`itemsampling.estimators.estimate_metric`."""
+    n_sim = check_int(n_sim, "n_sim", low=2)
+    replacement = check_bool(replacement, "replacement")
+    gen = as_rng(rng)
+    metrics, ks = list(metrics), list(ks)
+    cands, why = list(candidates), []
+    sel = AutoSelection(metrics, ks, ())
+    if not isinstance(n, int):
+        cands, why = ["mle"], ["per-user sample sizes: MLE is the only candidate that takes them"]
+    g = resolve_grid(grid, N, n if isinstance(n, int) else int(np.max(n)), ks)
+    if pools is not None and "cls" in cands:
+        cands.remove("cls")
+        why.append("per-user catalogue sizes: CLS left out (one bounded least squares per pool); errors "
+                   "simulated on the largest pool")
+    if g is not None and "cls" in cands:
+        cands.remove("cls")
+        why.append("catalogue-scale grid: CLS has no grid version")
+    sel.restricted = "; ".join(why)
+    base = {"replacement": replacement} if replacement is not True else {}
+    if grid is not None:
+        base["grid"] = grid
+    # each candidate on the data; one that fails is skipped with its error
+    cache: dict = {}
+    est = {}
+    for c in cands:
+        try:
+            if c in _LINEAR and pools is None and isinstance(n, int):  # cached corrected vectors
+                h = np.bincount(r, minlength=n + 1)[1:].astype(np.float64)
+                est[c] = np.einsum("r,rmk->mk", h, _linear_vectors(N, n, metrics, ks, c, _params(c, base), g)) / r.size
+            else:
+                est[c] = _estimate(r, N, n, metrics, ks, c, _params(c, base), cache, pools)
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
+            sel.skipped[c] = f"{type(e).__name__}: {e}"
+    cands = [c for c in cands if c in est]
+    if not cands:
+        raise ValueError(f"method 'auto': no candidate estimator works on these data ({sel.skipped})")
+    sel.candidates = tuple(cands)
+    for i, m in enumerate(metrics):
+        for j, k in enumerate(ks):
+            sel.estimates[(m, k)] = {c: float(est[c][i, j]) for c in cands}
+    if len(cands) == 1:
+        for m in metrics:
+            for k in ks:
+                sel.chosen[(m, k)] = cands[0]
+                sel.reason[(m, k)] = f"{cands[0]}: the only candidate ({sel.restricted or 'the others failed'})"
+        return sel
+    # the fits of P(R) the errors are simulated under
+    ns = n
+    fits = {}
+    for f in FITS:
+        if f == "bv" and g is not None:
+            sel.skipped["fit bv"] = "the BV-derived P(R) needs every cut-off 1..N: not on the grid"
+            continue
+        try:
+            if f == "beta":
+                P = beta_fit(r, N, ns, replacement, g)
+            else:
+                P = np.asarray(_fit(r, N, ns, f, replacement, {}, g if f != "bv" else None).distribution, np.float64)
+            P = np.clip(P, 0.0, None)
+            fits[f] = P / P.sum()
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
+            sel.skipped[f"fit {f}"] = f"{type(e).__name__}: {e}"
+    sel.fits = tuple(fits)
+    sel.n_sim = n_sim
+    M = r.size
+    Fs = [[metric_function(m, k, N) for k in ks] for m in metrics]
+    rmse = {c: {} for c in cands}
+    bias = {c: {} for c in cands}
+    for f, P in fits.items():
+        R = _draw_global(P, g, N, (n_sim, M), gen)
+        rs = _sampled(R, N, n, replacement, gen)
+        T = np.array([[[float(np.mean(F(R[s]))) for F in row] for row in Fs] for s in range(n_sim)])
+        C = np.stack([np.bincount(rs[s], minlength=n + 1)[1:] for s in range(n_sim)]).astype(np.float64)
+        rep = _Replicator(N, n, np.full(n, n), np.arange(1, n + 1), C, metrics, ks)
+        for c in list(cands):
+            try:
+                if c in _LINEAR:  # linear in the histogram: the data's corrected vectors, already built
+                    E = _linear_sims(C, r, N, n, metrics, ks, c, _params(c, base), est, g)
+                else:
+                    E = rep.replicates(c, _params(c, base))
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
+                sel.skipped[c] = f"in the simulation under the {f.upper()} fit: {type(e).__name__}: {e}"
+                cands.remove(c)
+                continue
+            err = E - T
+            rmse[c][f] = np.sqrt(np.mean(err ** 2, axis=0))
+            bias[c][f] = np.mean(err, axis=0)
+    sel.candidates = tuple(cands)
+    for i, m in enumerate(metrics):
+        for j, k in enumerate(ks):
+            mk = (m, k)
+            sel.rmse[mk] = {c: {f: float(rmse[c][f][i, j]) for f in rmse[c]} for c in cands}
+            sel.bias[mk] = {c: {f: float(bias[c][f][i, j]) for f in bias[c]} for c in cands}
+            worst = {c: max(sel.rmse[mk][c].values()) for c in cands}
+            order = sorted(cands, key=lambda c: (worst[c], cands.index(c)))
+            sel.chosen[mk] = order[0]
+            fit_names = "/".join(x.upper() for x in fits)
+            second = f"; next {order[1]} {worst[order[1]]:.3g}" if len(order) > 1 else ""
+            sel.reason[mk] = (f"{order[0]}: smallest worst-case simulated RMSE over the {fit_names} fits "
+                              f"({worst[order[0]]:.3g}{second}; {n_sim} simulated data sets per fit)")
+    return sel
+
+
+def _beta_masses(a, b, N, g):
+    from scipy import special
+
+    # Pr(R <= K) = I_{(K-1)/(N-1)}(a, b): the book's Beta rank model (itemsampling.mapping.beta_rank_cdf)
+    hi = np.arange(1, N + 1) if g is None else g.hi
+    edges = np.concatenate([[0.0], (hi - 1.0) / (N - 1.0)])
+    P = np.diff(special.betainc(a, b, edges))
+    return np.clip(P, 0.0, None)
+
+
+def beta_fit(r, N, n, replacement=True, g=None) -> np.ndarray:
+    r"""The maximum-likelihood Beta rank model: :math:`\Pr(R \le K) = I_{(K-1)/(N-1)}(a, b)`, the
+    CDF-discretised Beta of :func:`itemsampling.mapping.beta_rank_cdf` (Li et al. 2020 Sec. 3.2 fit its
+    :math:`b = 1` case to real data) with both parameters free, :math:`(a, b)` maximising the sampled-rank likelihood
+    :math:`\sum_r c_r \log \sum_R P_{a,b}(R) P(r\mid R)` (Jin et al. 2021 Eq. 19 restricted to the
+    family). Its power law at the top of the ranking extrapolates inside one kernel width, where the
+    nonparametric fits cannot see. Cell masses on a grid ``g``."""
+    from scipy import optimize
+
+    c = np.bincount(r, minlength=n + 1)[1:].astype(np.float64)
+    K = cached_kernel(N, n, replacement) if g is None else grid_kernel(g, n, replacement)
+
+    def nll(x):
+        a, b = np.exp(np.clip(x, -6.0, 6.0))
+        q = _beta_masses(a, b, N, g) @ K
+        return -float(c @ np.log(np.maximum(q, 1e-300)))
+
+    best = min((optimize.minimize(nll, x0, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-8 * r.size})
+                for x0 in ([np.log(0.5), 0.0], [0.0, np.log(3.0)])), key=lambda res: res.fun)
+    a, b = np.exp(np.clip(best.x, -6.0, 6.0))
+    P = _beta_masses(a, b, N, g)
+    return P / P.sum()
+
+
+_FH_CACHE: dict = {}
+
+
+def _linear_vectors(N, n, metrics, ks, method, params, g):
+    """The corrected vectors of a fixed-prior correction (data-independent): cached per process
+    (CLS's bounded least squares takes about a second per metric and cut-off at N in the thousands)."""
+    rep = params.get("replacement", True)
+    out = []
+    for m in metrics:
+        row = []
+        for k in ks:
+            key = (N, n, method, m, k, rep, params.get("gamma"), None if g is None else g.key())
+            if key not in _FH_CACHE:
+                kw = {x: v for x, v in params.items() if x in ("gamma", "replacement")}
+                _FH_CACHE[key] = _vectors([m], [k], N, n, method, g, None, **kw)[:, 0, 0]
+            row.append(_FH_CACHE[key])
+        out.append(row)
+    return np.moveaxis(np.array(out), -1, 0)  # (n, metrics, ks)
+
+
+def _linear_sims(C, r, N, n, metrics, ks, method, params, est, g):
+    Fh = _linear_vectors(N, n, metrics, ks, method, params, g)
+    return np.einsum("sr,rmk->smk", C, Fh) / C[0].sum()
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimate of method="auto", with or without an interval
+# ---------------------------------------------------------------------------------------------
+def _pick(values, j):
+    return float(np.atleast_1d(values)[j])
+
+
+def auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci=None, n_boot=200, rng=None,
+                   target="population", widen=False, n_sim=N_SIM, candidates=CANDIDATES, **params) -> dict:
+    r"""``{metric: AutoEstimate}`` for ``method="auto"`` (module docstring): the estimator chosen per
+    metric and cut-off (:func:`select_estimators`, on the first draws of ``rng``), its estimate and,
+    with ``ci``, its interval for ``target`` (the user bootstrap or the test users' parametric
+    bootstrap of the chosen estimators, on the next draws of ``rng``), each end moved out by the bias
+    margin :meth:`AutoSelection.margin` when ``widen``."""
+    check_auto_params(params)
+    widen = check_bool(widen, "widen")
+    gen = as_rng(rng)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    for m in metrics:
+        canonical_metric(m)
+    r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params)
+    seq, ks = _ks(k)
+    sel = select_estimators(r, N, n, metrics, ks, rng=gen, replacement=params.get("replacement", True),
+                            grid=params.get("grid"), pools=pools, n_sim=n_sim, candidates=candidates)
+    ivals = {}
+    if ci is not None:
+        chosen = sorted(set(sel.chosen.values()), key=list(CANDIDATES).index)
+        own = {c: _params(c, dict(params)) for c in chosen}
+        seed = int(gen.integers(2 ** 63))
+        several = conditional_metrics if check_target(target) == "test-users" else _boot.bootstrap_metrics
+        for c in chosen:  # each chosen method with its own settings, on the same replicates (same seed)
+            ivals[c] = several(sampled_ranks, n_items, sample_size, metrics, k, [c], ci=ci, n_boot=n_boot,
+                               rng=np.random.default_rng(seed), **own[c])[c]
+    out = {}
+    for m in metrics:
+        est, lo, hi, mar, meth = [], [], [], [], []
+        for j, kk in enumerate(ks):
+            c = sel.chosen[(m, kk)]
+            meth.append(c)
+            est.append(sel.estimates[(m, kk)][c])
+            b = sel.margin(m, kk) if widen else 0.0
+            mar.append(b)
+            if ci is not None:
+                e = ivals[c][m]
+                lo.append(_pick(e.low, j) - b)
+                hi.append(_pick(e.high, j) + b)
+        nan = [float("nan")] * len(ks)
+        lo, hi = (lo, hi) if ci is not None else (nan, nan)
+        conv = (lambda v: np.array(v)) if seq else (lambda v: v[0])
+        out[m] = AutoEstimate(conv(est), conv(lo), conv(hi), float("nan") if ci is None else float(ci),
+                              0 if ci is None else int(n_boot), "auto", conv(meth) if seq else meth[0],
+                              conv(mar), bool(widen and ci is not None), sel)
+    return out
+
+
+def common_choice(selections: list) -> dict:
+    r"""One estimator per (metric, k) for several models (a comparison needs the same estimator on
+    both sides): the candidate all of them allow with the smallest worst case over the models and
+    the fits, :math:`\min_c \max_{\text{model}, f} \mathrm{RMSE}_f(c)`. Returns ``{(metric, k): (method,
+    reason)}``."""
+    out = {}
+    for mk in selections[0].chosen:
+        common = [c for c in selections[0].candidates if all(c in s.candidates for s in selections)]
+        if not common:
+            raise ValueError("method 'auto': the models share no candidate estimator")
+        if all(s.rmse.get(mk) for s in selections):
+            worst = {c: max(max(s.rmse[mk][c].values()) for s in selections) for c in common}
+            c = min(common, key=lambda x: (worst[x], common.index(x)))
+            out[mk] = (c, f"{c}: smallest worst-case simulated RMSE over the {len(selections)} models and their fits "
+                          f"({worst[c]:.3g})")
+        else:
+            out[mk] = (common[0], selections[0].reason[mk])
+    return out
+
+
+def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users, paired, n_jobs, progress,
+                widen=False, n_sim=N_SIM, candidates=CANDIDATES, **params):
+    """:func:`~.bootstrap.bootstrap_models` with ``method="auto"``: one selection per model
+    (:func:`select_estimators`), one estimator per metric and cut-off for all models
+    (:func:`common_choice`), and each chosen estimator bootstrapped on the *same* replicates (one
+    seed), so the comparisons are as for a fixed method; intervals widened by the largest margin
+    over the models when ``widen``."""
+    check_auto_params(params)
+    widen = check_bool(widen, "widen")
+    gen = as_rng(rng)
+    models = list(ranks)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    seq, ks = _ks(k)
+    items_of, size_of = _per_model(n_items, models, "n_items"), _per_model(sample_size, models, "sample_size")
+    sels = {}
+    for mo in models:
+        if progress:
+            progress(f"      choosing the estimator for {mo} ({n_sim} simulated data sets per fit)")
+        r, N, n, pools = _prepare(ranks[mo], items_of[mo], size_of[mo], params)
+        sels[mo] = select_estimators(r, N, n, metrics, ks, rng=gen, replacement=params.get("replacement", True),
+                                     grid=params.get("grid"), pools=pools, n_sim=n_sim, candidates=candidates)
+    pick = common_choice([sels[mo] for mo in models])
+    chosen = sorted({c for c, _ in pick.values()}, key=list(CANDIDATES).index)
+    seed = int(gen.integers(2 ** 63))
+    res = {c: _boot.bootstrap_models(ranks, n_items, sample_size, metrics, k, c, ci=ci, n_boot=n_boot,
+                               rng=np.random.default_rng(seed), users=users, paired=paired, n_jobs=n_jobs,
+                               progress=progress, **_params(c, dict(params))) for c in chosen}
+    first = res[chosen[0]]
+
+    def margin(mk, c, mos):
+        if not widen:
+            return 0.0
+        return max((max((abs(v) for v in sels[mo].bias.get(mk, {}).get(c, {}).values()), default=0.0) for mo in mos))
+
+    conv = (lambda v: np.array(v)) if seq else (lambda v: v[0])
+    estimates, comparisons, reps = {}, {}, {}
+    for mo in models:
+        estimates[mo] = {}
+        reps[mo] = np.empty_like(first.replicates[mo])
+        for i, m in enumerate(metrics):
+            est, lo, hi, mar, meth = [], [], [], [], []
+            for j, kk in enumerate(ks):
+                c = pick[(m, kk)][0]
+                e = res[c].estimates[mo][m]
+                b = margin((m, kk), c, [mo])
+                est.append(_pick(e.estimate, j))
+                lo.append(_pick(e.low, j) - b)
+                hi.append(_pick(e.high, j) + b)
+                mar.append(b)
+                meth.append(c)
+                reps[mo][:, i, j] = res[c].replicates[mo][:, i, j]
+            sel = sels[mo]
+            sel.reason.update({(m, kk): pick[(m, kk)][1] for kk in ks})
+            sel.chosen.update({(m, kk): pick[(m, kk)][0] for kk in ks})
+            estimates[mo][m] = AutoEstimate(conv(est), conv(lo), conv(hi), float(ci), int(n_boot), "auto",
+                                            conv(meth), conv(mar), widen, sel)
+    for pair, per_metric in first.comparisons.items():
+        comparisons[pair] = {}
+        for m in metrics:
+            f = {}
+            for name in ("difference", "low", "high", "p_value", "estimate_a", "estimate_b"):
+                vals = []
+                for j, kk in enumerate(ks):
+                    c = pick[(m, kk)][0]
+                    v = _pick(getattr(res[c].comparisons[pair][m], name), j)
+                    b = margin((m, kk), c, list(pair))
+                    vals.append(v - 2 * b if name == "low" else v + 2 * b if name == "high" else v)
+                f[name] = conv(vals)
+            comparisons[pair][m] = ModelComparison(f["difference"], f["low"], f["high"], f["p_value"],
+                                                   f["estimate_a"], f["estimate_b"], float(ci), int(n_boot), "auto",
+                                                   per_metric[m].paired)
+    return ModelsBootstrap(estimates, comparisons, first.groups, reps)
+
+
+# ---------------------------------------------------------------------------------------------
+# the bootstrap entry points, with method="auto" (re-exported by itemsampling.estimators)
+# ---------------------------------------------------------------------------------------------
+def bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci: float = 0.95, n_boot: int = 200,
+                     rng=None, **params):
+    """:func:`.bootstrap.bootstrap_metric`, and ``method="auto"`` (an :class:`~.bootstrap.AutoEstimate`;
+    ``widen`` as :func:`auto_estimates`)."""
+    if method != "auto":
+        return _boot.bootstrap_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=ci, n_boot=n_boot,
+                                      rng=rng, **params)
+    return auto_estimates(sampled_ranks, n_items, sample_size, [metric], k, _boot.check_confidence(ci, "ci"),
+                          _boot._check_n_boot(n_boot), rng, **params)[metric]
+
+
+def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci: float = 0.95,
+                      n_boot: int = 200, rng=None, **params) -> dict:
+    """:func:`.bootstrap.bootstrap_metrics`; ``"auto"`` among ``methods`` is chosen per metric@K
+    (:func:`auto_estimates`), the other methods on the bootstrap's own replicates."""
+    methods = [methods] if isinstance(methods, str) else list(methods)
+    if "auto" not in methods:
+        return _boot.bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci, n_boot=n_boot,
+                                       rng=rng, **params)
+    gen = as_rng(rng)
+    ci = _boot.check_confidence(ci, "ci")
+    n_boot = _boot._check_n_boot(n_boot)
+    auto_kw = {x: v for x, v in params.items() if x in AUTO_OPTIONS + ("widen", "n_sim", "candidates")}
+    check_auto_params({x: v for x, v in params.items() if x not in ("widen", "n_sim", "candidates")})
+    rest = [m for m in methods if m != "auto"]
+    out = {}
+    if rest:
+        out = _boot.bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, rest, ci=ci, n_boot=n_boot,
+                                      rng=gen, **{x: v for x, v in params.items() if x in AUTO_OPTIONS})
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    auto = auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci, n_boot, gen, **auto_kw)
+    return {m: (auto if m == "auto" else out[m]) for m in methods}
+
+
+def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, metric, k, method, ci: float = 0.95,
+                      n_boot: int = 200, rng=None, paired: bool = True, sample_size_b=None, **params):
+    """:func:`.bootstrap.compare_estimates`; with ``method="auto"`` one estimator per cut-off for both
+    models (:func:`common_choice`), bootstrapped as for a fixed method."""
+    if method != "auto":
+        return _boot.compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, metric, k, method,
+                                       ci=ci, n_boot=n_boot, rng=rng, paired=paired, sample_size_b=sample_size_b,
+                                       **params)
+    if not isinstance(paired, (bool, np.bool_)):
+        raise ValueError(f"paired must be True or False, got {paired!r}")
+    sizes = {"A": sample_size, "B": sample_size if sample_size_b is None else sample_size_b}
+    res = bootstrap_models({"A": sampled_ranks_a, "B": sampled_ranks_b}, n_items, sizes, [metric], k, "auto", ci=ci,
+                           n_boot=n_boot, rng=rng, paired=bool(paired), **params)
+    return res.comparisons[("A", "B")][metric]
+
+
+def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float = 0.95, n_boot: int = 200, rng=None,
+                     users=None, paired=None, n_jobs=None, progress=None, **params):
+    """:func:`.bootstrap.bootstrap_models`; with ``method="auto"`` :func:`auto_models`."""
+    if method != "auto":
+        return _boot.bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci=ci, n_boot=n_boot, rng=rng,
+                                      users=users, paired=paired, n_jobs=n_jobs, progress=progress, **params)
+    if not isinstance(ranks, dict) or not ranks:
+        raise ValueError("ranks must be a non-empty dict {model: sampled ranks}")
+    return auto_models(ranks, n_items, sample_size, metrics, k, _boot.check_confidence(ci, "ci"),
+                       _boot._check_n_boot(n_boot), rng, users, paired, n_jobs, progress, **params)

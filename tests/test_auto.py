@@ -1,0 +1,210 @@
+"""method="auto": the choice per metric@K by worst-case simulated error over several fits of P(R),
+its determinism, its record (reasons, errors, skipped candidates), the refusal of one method's
+options, the bias margin, and the entry points that take it."""
+
+import numpy as np
+import pytest
+
+import itemsampling.estimators.auto as auto_mod
+from itemsampling.estimators import (
+    AutoEstimate, bootstrap_metric, bootstrap_models, compare_estimates, estimate_metric, estimate_metrics,
+)
+from itemsampling.estimators.auto import CANDIDATES, FITS, GAMMA, beta_fit, select_estimators
+from itemsampling.mapping import sample_beta_ranks
+from itemsampling.metrics import evaluate
+from itemsampling.sampling import sample_ranks
+
+pytestmark = pytest.mark.filterwarnings("ignore::itemsampling._validation.ResolutionWarning")
+
+N, n, M = 400, 40, 1500
+
+
+@pytest.fixture(scope="module")
+def data():
+    g = np.random.default_rng(3)
+    R = sample_beta_ranks(0.4, N, M, rng=g)
+    return R, sample_ranks(R, N, n, rng=g)
+
+
+@pytest.fixture(scope="module")
+def auto_est(data):
+    return estimate_metric(data[1], N, n, "ndcg", [10, 40], "auto", rng=5, n_sim=4)
+
+
+def test_record_reasons_errors_and_estimates(data, auto_est):
+    _, r = data
+    e = auto_est
+    assert isinstance(e, AutoEstimate) and e.method == "auto"
+    sel = e.selection
+    assert sel.candidates == CANDIDATES and sel.fits == FITS and sel.n_sim == 4
+    for j, k in enumerate([10, 40]):
+        c = e.chosen[j]
+        assert sel.chosen[("ndcg", k)] == c
+        assert sel.reason[("ndcg", k)].startswith(f"{c}: smallest worst-case simulated RMSE")
+        errs = sel.rmse[("ndcg", k)]
+        assert set(errs) == set(CANDIDATES) and all(set(v) == set(FITS) for v in errs.values())
+        worst = {cand: max(v.values()) for cand, v in errs.items()}
+        assert worst[c] == min(worst.values())  # minimax over the fits
+        # the estimate is the chosen estimator's own, as the explicit method gives it
+        own = estimate_metric(r, N, n, "ndcg", k, c, **({"gamma": GAMMA} if c == "bv" else {}))
+        assert e.estimate[j] == pytest.approx(own, rel=1e-12, abs=1e-15)
+        assert np.isnan(e.low[j]) and np.isnan(e.high[j])
+    d = sel.to_dict()
+    assert set(d["choices"]) == {"ndcg@10", "ndcg@40"}
+
+
+def test_deterministic_given_rng(data, auto_est):
+    again = estimate_metric(data[1], N, n, "ndcg", [10, 40], "auto", rng=5, n_sim=4)
+    assert list(again.chosen) == list(auto_est.chosen)
+    assert again.selection.rmse == auto_est.selection.rmse
+    assert np.array_equal(again.estimate, auto_est.estimate)
+
+
+@pytest.mark.parametrize("opt", [{"gamma": 0.1}, {"eta": 0.01}, {"gamma": 0.1, "eta": 0.01}])
+def test_refuses_method_options(data, opt):
+    with pytest.raises(ValueError, match="belong to one method") as err:
+        estimate_metric(data[1], N, n, "ndcg", 10, "auto", **opt)
+    assert all(name in str(err.value) for name in opt)
+    with pytest.raises(ValueError, match="belong to one method"):
+        estimate_metrics(data[1], N, n, ["ndcg"], 10, ["auto", "mle"], **opt)
+
+
+def test_widen_only_with_auto(data):
+    with pytest.raises(ValueError, match="widen is an option of method .auto. only"):
+        estimate_metric(data[1], N, n, "ndcg", 10, "mle", widen=True)
+
+
+def test_failing_candidate_is_skipped_and_recorded(data, monkeypatch):
+    real = auto_mod._estimate
+
+    def failing(r, N_, n_, metrics, ks, method, *a, **kw):
+        if method == "mes":
+            raise ValueError("MES did not converge (test)")
+        return real(r, N_, n_, metrics, ks, method, *a, **kw)
+
+    monkeypatch.setattr(auto_mod, "_estimate", failing)
+    sel = select_estimators(data[1], N, n, ["recall"], [10], rng=0, n_sim=3)
+    assert "mes" not in sel.candidates and "mes" in sel.skipped
+    assert "MES did not converge (test)" in sel.skipped["mes"]
+    assert sel.chosen[("recall", 10)] in sel.candidates
+
+
+def test_input_restricts_the_candidates(data):
+    R, r = data
+    g = np.random.default_rng(1)
+    sizes = np.where(np.arange(M) % 2 == 0, 20, n)
+    r2 = np.where(sizes == 20, sample_ranks(R, N, 20, rng=g), r)
+    e = estimate_metric(r2, N, sizes, "recall", 10, "auto", rng=0)
+    assert e.chosen == "mle" and e.selection.candidates == ("mle",)
+    assert "per-user sample sizes" in e.selection.reason[("recall", 10)]
+    assert e.estimate == pytest.approx(estimate_metric(r2, N, sizes, "recall", 10, "mle"))
+    pools = np.where(np.arange(M) % 2 == 0, N - 50, N)
+    rp = np.minimum(r, n)
+    e = estimate_metric(rp, pools, n, "recall", 10, "auto", rng=0, n_sim=3)
+    assert "cls" not in e.selection.candidates and "CLS left out" in e.selection.restricted
+
+
+def _cell(N_, n_, M_, a, metric, k, reps, candidates):
+    """Realised RMSE of each candidate against the users' own metric over ``reps`` data sets drawn
+    from the Beta(a) rank model, and auto's pick on each."""
+    err = {c: [] for c in candidates}
+    picks = []
+    for j in range(reps):
+        g = np.random.default_rng([j, N_, n_, M_])
+        R = sample_beta_ranks(a, N_, M_, rng=g)
+        r = sample_ranks(R, N_, n_, rng=g)
+        sel = select_estimators(r, N_, n_, [metric], [k], rng=j, candidates=candidates)
+        truth = evaluate(R, metric, k)
+        for c in candidates:
+            err[c].append(sel.estimates[(metric, k)][c] - truth)
+        picks.append(sel.chosen[(metric, k)])
+    return {c: float(np.sqrt(np.mean(np.square(e)))) for c, e in err.items()}, picks
+
+
+def test_selection_cls_where_cls_wins():
+    """Few users (M = 100) on a flat rank model: the fixed correction's bias is smaller than the
+    learnt distribution's variance, and auto sees it in every data set."""
+    rmse, picks = _cell(100, 20, 100, 0.6, "ndcg", 10, 6, ("mle", "cls"))
+    assert rmse["cls"] < 0.85 * rmse["mle"]  # realised: 0.028 against 0.035
+    assert picks == ["cls"] * 6
+
+
+def test_selection_mle_where_mle_wins():
+    """Many users (M = 20,000), a steep rank model and K = 20 above one kernel width (4.1): CLS's
+    uniform-prior bias dominates, MLE is nine times more accurate, and auto picks it every time."""
+    rmse, picks = _cell(200, 50, 20000, 0.15, "recall", 20, 4, ("mle", "cls"))
+    assert rmse["mle"] < 0.25 * rmse["cls"]  # realised: 0.0049 against 0.044
+    assert picks == ["mle"] * 4
+
+
+def test_beta_fit_recovers_the_beta_model():
+    from itemsampling.mapping import beta_rank_cdf
+
+    g = np.random.default_rng(0)
+    R = sample_beta_ranks(0.4, 2000, 40000, rng=g)
+    r = sample_ranks(R, 2000, 50, rng=g)
+    P = beta_fit(r, 2000, 50)
+    cdf = np.cumsum(P)
+    K = np.array([5, 20, 100, 500])
+    # Pr(R <= K) of the fitted model against the true Beta(0.4, 1) model, at 40,000 users
+    assert np.allclose(cdf[K - 1], beta_rank_cdf(K, 2000, 0.4), atol=0.01)
+
+
+def test_intervals_entry_points_agree(data):
+    _, r = data
+    one = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3)
+    same = bootstrap_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3)
+    assert (one.estimate, one.low, one.high, one.chosen) == (same.estimate, same.low, same.high, same.chosen)
+    assert one.low <= one.estimate <= one.high and one.confidence == 0.9 and one.n_boot == 20
+    wide = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3, widen=True)
+    assert wide.widened and wide.margin == pytest.approx(wide.selection.margin("recall", 10)) and wide.margin > 0
+    assert wide.low == pytest.approx(one.low - wide.margin) and wide.high == pytest.approx(one.high + wide.margin)
+    test = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3, target="test-users")
+    assert test.chosen == one.chosen and test.estimate == one.estimate and test.low < test.high
+
+
+def test_models_and_comparison(data):
+    R, r = data
+    rb = sample_ranks(R, N, n, rng=9)  # the same users, another draw of decoys: a paired second model
+    res = bootstrap_models({"A": r, "B": rb}, N, n, ["recall"], [10], "auto", ci=0.9, n_boot=20, rng=1, n_sim=3)
+    a, b = res.estimates["A"]["recall"], res.estimates["B"]["recall"]
+    assert list(a.chosen) == list(b.chosen)  # one estimator per metric@K for every model
+    c = res.comparisons[("A", "B")]["recall"]
+    assert c.method == "auto" and c.difference[0] == pytest.approx(a.estimate[0] - b.estimate[0])
+    cmp = compare_estimates(r, rb, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=1, n_sim=3)
+    assert cmp.low <= cmp.difference <= cmp.high
+
+
+def test_command_method_auto(tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    from itemsampling.cli import main
+
+    R, r = _beta_users(0.4, 300, 400, 30, seed=4)
+    rb = sample_ranks(R, 300, 30, rng=5)
+    path = tmp_path / "ranks.csv"
+    pd.DataFrame({"user": np.tile(np.arange(400), 2), "model": np.repeat(["A", "B"], 400),
+                  "rank": np.concatenate([r, rb])}).to_csv(path, index=False)
+    args = ["estimate", str(path), "--n-items", "300", "--sample-size", "30", "--metric", "recall", "--k", "10", "50",
+            "--n-boot", "20", "--quiet", "--method", "auto"]
+    assert main(args + ["--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["method"] == "auto" and set(res["selection"]) == {"A", "B"}
+    for row in res["estimates"]:
+        assert row["chosen"] in CANDIDATES and row["reason"].startswith(row["chosen"] + ":")
+        assert row["low"] <= row["estimate"] <= row["high"]
+    chosen = {(row["model"], row["k"]): row["chosen"] for row in res["estimates"]}
+    assert all(chosen[("A", k)] == chosen[("B", k)] for k in (10, 50))  # one estimator for the comparison
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "method auto chose" in text and text.count("smallest worst-case simulated RMSE") == 4
+    assert main(args + ["--gamma", "0.2"]) == 2
+    assert "--gamma" in capsys.readouterr().err
+
+
+def _beta_users(a, N_, M_, n_, seed):
+    g = np.random.default_rng(seed)
+    R = sample_beta_ranks(a, N_, M_, rng=g)
+    return R, sample_ranks(R, N_, n_, rng=g)
