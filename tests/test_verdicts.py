@@ -166,7 +166,7 @@ def test_match_table_saturated_informative_and_ties():
     assert out["differ_mask"].tolist() == [False, False, False, True, False, True]   # 100 +- 0 vs 97 differs
     assert out["text"].startswith("2 of the 4 informative cells cannot be told apart from the paper's and 2 differ")
     assert "2 more cells are saturated (both sides at 0 or both at 100)" in out["text"]
-    assert "1 informative cells are exact ties" in out["text"]
+    assert "1 of the informative cells is an exact tie" in out["text"]
     # 2.2 SE at 10 repeats is not a difference (t_9), at 100 repeats it is
     assert book.match_table([42.2], [1.0], [40.0], n_repeats=10)["differ"] == 0
     assert book.match_table([42.2], [1.0], [40.0], n_repeats=100)["differ"] == 1

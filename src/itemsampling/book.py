@@ -623,7 +623,8 @@ def match_table(ours, ours_se, paper, paper_se=0.0, *, n_repeats, lo=0.0, hi=Non
     if k_sat:
         text += f"; {k_sat} more {what} are saturated (both sides at {bounds}) and agree by construction"
     if ties.any():
-        text += f"; {int(ties.sum())} informative {what} are exact ties"
+        k_tie = int(ties.sum())
+        text += f"; {k_tie} of the informative {what} {'is an exact tie' if k_tie == 1 else 'are exact ties'}"
     return {"saturated": k_sat, "informative": k_inf, "matches": k_match, "differ": k_diff,
             "ties": int(ties.sum()), "saturated_mask": sat, "match_mask": match, "differ_mask": rej,
             "p": pv, "text": text}
