@@ -51,6 +51,7 @@ from pathlib import Path
 
 import yaml
 
+from ._validation import check_int
 from .book import RESULTS_ENV
 
 SCHEDULER_ENV = "ITEMSAMPLING_SCHEDULER"  # read by itemsampling.experiments.run_experiment
@@ -131,7 +132,12 @@ def notebook_parameters(notebook) -> dict[str, Parameter]:
 def resolve_notebook(chapter) -> Path:
     """A notebook path, or a chapter number (``6``, ``"06"``) looked up as ``notebooks/06-*.md``
     in the repository."""
+    if not isinstance(chapter, (str, int, os.PathLike)) or isinstance(chapter, bool):
+        raise ValueError(f"notebook must be a path to a chapter's .md or .ipynb, or a chapter number, got "
+                         f"{type(chapter).__name__} {chapter!r:.60}")
     p = Path(str(chapter))
+    if p.is_dir():
+        raise ValueError(f"notebook {chapter} is a folder: give a chapter's .md or .ipynb file, or its number")
     if p.exists():
         return p.resolve()
     if re.fullmatch(r"\d{1,2}", str(chapter).strip()):
@@ -433,7 +439,7 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
         have its default's type (see :func:`check_parameters`).
     out : output folder (default ``_build/runs/<notebook stem>``).
     progress : show papermill's cell progress bar and the cells' progress bars in the terminal.
-    timeout : per-cell timeout in seconds (default: none).
+    timeout : per-cell timeout in seconds, a positive integer (default: none).
     html : also render ``OUT/<name>.html`` (:func:`render_html`; the command line does by default).
     scheduler : address of a Dask scheduler; the chapter's experiment grids
         (:func:`itemsampling.experiments.run_experiment`) then run on that cluster.
@@ -456,7 +462,14 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
     import nbformat
     import papermill as pm
 
+    if parameters is not None and not isinstance(parameters, dict):
+        raise ValueError(f"parameters must be a dict of name -> value (e.g. {{'n_repeats': 10}}), got "
+                         f"{type(parameters).__name__} {parameters!r:.60}")
+    if timeout is not None:
+        timeout = check_int(timeout, "timeout", low=1)
     notebook = resolve_notebook(notebook)
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise ValueError(f"out {out} exists and is not a folder: give a folder for the run's outputs")
     nb = jupytext.read(notebook)
     source_cell = _parameters_cell(nb)
     declared = {} if source_cell is None else _parse_parameters(source_cell, notebook.name)
@@ -539,13 +552,23 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
 # ---------------------------------------------------------------------------------------------
 # command line
 # ---------------------------------------------------------------------------------------------
+def _positive_seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number of seconds, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number of seconds, got {text!r}")
+    return value
+
+
 def _parse(argv=None):
     p = argparse.ArgumentParser(prog="python -m itemsampling.run", description=__doc__.split("\n\n")[0])
     p.add_argument("notebook", nargs="?", help="a chapter's MyST .md notebook, or its number")
     p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                    help="override a parameter; VALUE is parsed as YAML (numbers, lists, strings, true/false)")
     p.add_argument("--out", default=None, help="output folder (default _build/runs/<notebook>)")
-    p.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
+    p.add_argument("--timeout", type=_positive_seconds, default=None, help="per-cell timeout in seconds (> 0)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run the chapter's experiment grids on the Dask cluster at ADDRESS (tcp://host:8786)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
