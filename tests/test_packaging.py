@@ -94,7 +94,7 @@ def test_missing_dask_extra_is_named_not_a_traceback(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     monkeypatch.delenv(E.SCHEDULER_ENV, raising=False)
-    with pytest.raises(ValueError, match=r"install itemsampling\[dask\]"):
+    with pytest.raises(ImportError, match=r"install itemsampling\[dask\]"):
         E._check_backend("dask", None)
     assert E._check_backend("local", None) == ("local", None)  # the local backend needs nothing
 

@@ -20,8 +20,7 @@ import importlib
 
 from . import kernel, metrics, sampling  # noqa: F401
 from ._validation import ResolutionWarning  # noqa: F401  (estimates at K below one kernel width)
-
-__version__ = "1.0.0"
+from ._version import __version__  # noqa: F401
 
 _LAZY = {"theory", "mapping", "estimators", "data", "models", "ranking", "experiments", "book", "plotting", "run"}
 

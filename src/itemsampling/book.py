@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._validation import as_float_array, check_real
+
 __all__ = ["record", "record_text", "recorded", "to_jsonable", "order_string", "standard_error",
            "compare_with_paper", "paired_difference", "RESULTS_ENV"]
 
@@ -166,8 +168,6 @@ def standard_error(values) -> float:
     """Standard error of the mean of independent repeats: ``std(values, ddof=1) / sqrt(len)``.
 
     At least two finite values are required (one draw has no standard error)."""
-    from ._validation import as_float_array
-
     v = as_float_array(values, "values").ravel()
     if v.size < 2:
         raise ValueError(f"values must hold at least 2 repeats to have a standard error, got {v.size}")
@@ -184,8 +184,6 @@ def compare_with_paper(ours: float, ours_se: float, paper: float, paper_se: floa
     The verdict is ``"matches"`` when ``|ours - paper| < z * se``, else ``"above"`` or ``"below"``
     (ours above / below the paper's). A zero ``se`` only matches an exactly equal value.
     Returns ``{"diff", "se", "verdict"}``."""
-    from ._validation import check_real
-
     ours = check_real(ours, "ours")
     paper = check_real(paper, "paper")
     ours_se = check_real(ours_se, "ours_se", low=0)
@@ -202,8 +200,6 @@ def paired_difference(a, b, z: float = 2.0) -> dict:
     over the repeats, and the sign that a margin of ``z`` standard errors allows: ``+1`` when the
     mean exceeds ``z * se``, ``-1`` when it is below ``-z * se``, ``0`` (within the noise) otherwise.
     Returns ``{"mean", "se", "sign"}``."""
-    from ._validation import as_float_array, check_real
-
     a = as_float_array(a, "a").ravel()
     b = as_float_array(b, "b").ravel()
     if a.shape != b.shape:

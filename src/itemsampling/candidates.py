@@ -48,8 +48,9 @@ import scipy.sparse as sp
 
 from . import models as _models
 from ._validation import as_rng, check_bool, check_int, check_memory
-from .data import SimulationConfig, holdout_fraction, n_items_of, n_users_of, simulate
+from .data import SimulationConfig, gini, holdout_fraction, item_counts, n_items_of, n_users_of, simulate
 from .metrics import set_metric_values, topk_metric_values
+from .ranking import _above_target_batches, _check_inputs, _train_csr
 
 __all__ = [
     "STRATEGIES",
@@ -596,8 +597,6 @@ def _truth_repeat(config: SimulationConfig, models, n_decoys: int, k: int, metri
                   ss: np.random.SeedSequence, batch_size: int = 512) -> list:
     """One simulation of :func:`truth_experiment` from its own seed sequence ``ss`` (so its result
     does not depend on where or beside which other repeats it runs)."""
-    from .data import gini, item_counts
-
     s_sim, s_split, s_dec, s_mod, s_tie = ss.spawn(5)
     cfg = dataclasses.replace(config, seed=int(s_sim.generate_state(1)[0] % (2**31)))
     sim = simulate(cfg)
@@ -704,8 +703,6 @@ def target_ranks(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: in
     pool sizes :math:`N_u` as a third array with ``return_pool=True``. Raises ``ValueError``
     naming ``sample_size`` when a user's pool has fewer than :math:`n-1` eligible decoys.
     """
-    from .ranking import _above_target_batches, _check_inputs, _train_csr
-
     tu, ti, N = _check_inputs(model, train, test)
     if np.unique(tu).size != tu.size:
         raise ValueError("test must hold exactly one row (one target item) per user")
@@ -757,8 +754,6 @@ def rank_masks(model, train, test, rng=None, batch_size: int = 512):
     items the model ranks above the target, ties broken at random) and ``excluded`` (the user's
     training items and the target: never a decoy). :math:`R_u = 1 +` ``above[u].sum()``, the
     convention of :func:`itemsampling.candidates.target_ranks`."""
-    from .ranking import _above_target_batches, _check_inputs, _train_csr
-
     tu, ti, N = _check_inputs(model, train, test)
     batch_size = check_int(batch_size, "batch_size", low=1)
     check_memory(2 * tu.size * N, "the above / excluded masks", "test")
@@ -836,8 +831,6 @@ def gini_sweep(base: SimulationConfig, zipfs, models=("popular", "itemknn", "als
     progress = check_bool(progress, "progress")
     if not isinstance(base, SimulationConfig):
         raise ValueError(f"base must be a SimulationConfig, got {type(base).__name__}")
-    from .data import gini, item_counts
-
     zipfs = [float(z) for z in np.atleast_1d(zipfs)]
     if not zipfs or not all(np.isfinite(z) and z >= 0 for z in zipfs):
         raise ValueError("zipfs must be non-empty, finite and >= 0")

@@ -29,8 +29,12 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_bool, check_int
+from . import estimators as est
+from ._validation import ResolutionWarning, check_bool, check_int, check_real
 from .data import CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, load_dataset, load_npz, stable_hash
+from .estimators.corrected import _metric_matrix
+from .metrics import metric_curve
+from .sampling import adaptive_sample_ranks, sample_ranks
 
 __all__ = ["catalogue_ranks", "catalogue_split", "user_against_item", "CATALOGUE_MODELS"]
 
@@ -175,9 +179,6 @@ def relative_error(estimates, truth) -> np.ndarray:
 def _one_table5_repeat(R, N, n0, n_max, n_fix, ks, seed, gamma, eta, grid):
     """One repeat of :func:`adaptive_against_fixed` for one model: (adaptive Recall@K, {fixed
     estimator: Recall@K}, average adaptive size)."""
-    from . import estimators as est
-    from .sampling import adaptive_sample_ranks, sample_ranks
-
     gen = np.random.default_rng(seed)
     ra, sa = adaptive_sample_ranks(R, N, n0, n_max, gen)
     ad = est.estimate_metric(ra, N, sa, "recall", ks, "mle", grid=grid)
@@ -214,8 +215,6 @@ def adaptive_against_fixed(global_ranks, n_items: int, initial_size: int, max_si
     Returns ``{model: {"adaptive": (repeats,) relative errors (%), "fixed": {name: (repeats,)},
     "mean_size": (repeats,) average adaptive size}}`` (:func:`relative_error` against the exact
     Recall@K of the ranks)."""
-    from .metrics import metric_curve
-
     N = check_int(n_items, "n_items", low=2)
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
     n_jobs = check_int(n_jobs, "n_jobs", low=1)
@@ -309,8 +308,6 @@ def _metric_table(metrics, ks, n_items: int) -> np.ndarray:
     :func:`itemsampling.estimators.corrected._metric_matrix` metric by metric. The metric of a set
     of users is the histogram of their ranks times this table (one row per distinct rank, however
     many users share it)."""
-    from .estimators.corrected import _metric_matrix
-
     F = np.zeros((n_items + 1, len(metrics) * len(ks)))
     F[1:] = np.hstack([_metric_matrix(met, [int(k) for k in ks], n_items)[0] for met in metrics])
     return F
@@ -323,10 +320,6 @@ def _item_column(R, N, column, seeds, metrics, ks, eta, grid):
     runs one column only, so the estimators' kernels (a small LRU cache per process) are computed
     once per block, not once per repeat."""
     import warnings
-
-    from . import estimators as est
-    from ._validation import ResolutionWarning
-    from .sampling import adaptive_sample_ranks, sample_ranks
 
     kind = column[0]
     out = np.empty((len(seeds), len(metrics), len(ks)))
@@ -383,8 +376,6 @@ def user_against_item(global_ranks, n_items: int, item_sizes, initial_size: int,
 
     Returns ``{model: {"errors": {metric: {column: (n_repeats,) errors in %}}, "adaptive_size":
     (n_repeats,) average adaptive sizes}}``, columns named as above (``"user 1,000"``, ...)."""
-    from ._validation import check_real
-
     N = check_int(n_items, "n_items", low=2)
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
     n_jobs = check_int(n_jobs, "n_jobs", low=1)

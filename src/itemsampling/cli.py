@@ -55,363 +55,21 @@ import math
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DEFAULT_METHOD", "InputError", "RankTable", "read_rank_file", "read_weighted_file", "ranks_from_scores",
-           "estimate_table", "format_report", "main"]
+from ._validation import ResolutionWarning, as_rng
+# the file readers and their error live in itemsampling.inputs (documented there); still importable from here
+from .inputs import (  # noqa: F401
+    COLUMN_ALIASES, FORMATS, WEIGHTED_COLUMNS, InputError, RankTable, _k_value, k_value, read_rank_file,
+    read_weighted_file,
+)
+from .metrics import METRICS, canonical_metric
+
+__all__ = ["DEFAULT_METHOD", "ranks_from_scores", "estimate_table", "format_report", "main"]
 
 #: The method used when ``--method`` is not given (see the module docstring and the guide).
 DEFAULT_METHOD = "mle"
-
-#: Accepted header names for each role, first = canonical.
-COLUMN_ALIASES = {
-    "rank": ("rank", "sampled_rank", "r"),
-    "sample_size": ("sample_size", "n"),
-    "n_items": ("n_items", "pool_size"),
-    "model": ("model",),
-    "user": ("user", "user_id"),
-}
-
-FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet"}
-
-
-class InputError(ValueError):
-    """A bad file or a bad option: the message names the file, line/row and column, or the option."""
-
-
-@dataclass
-class RankTable:
-    """The validated content of a rank file.
-
-    ``ranks[model]`` is an int64 array of sampled ranks; ``sizes[model]`` an int (one sample size
-    for everybody) or an int64 array of per-user sizes; ``pools[model]`` likewise the catalogue
-    size (``n_items`` is then the largest); ``users[model]`` the user ids (strings) or
-    ``None`` when the file has no user column. Models keep their order of first appearance.
-    """
-
-    path: str
-    n_items: int
-    ranks: dict = field(default_factory=dict)
-    sizes: dict = field(default_factory=dict)
-    users: dict = field(default_factory=dict)
-    pools: dict = field(default_factory=dict)
-
-    @property
-    def per_user_pools(self) -> bool:
-        return any(not isinstance(s, int) for s in self.pools.values())
-
-    @property
-    def models(self) -> list:
-        return list(self.ranks)
-
-    @property
-    def per_user_sizes(self) -> bool:
-        return any(not isinstance(s, int) for s in self.sizes.values())
-
-
-# --------------------------------------------------------------------------------------------
-# reading and validating
-# --------------------------------------------------------------------------------------------
-
-def _where(path, fmt, i) -> str:
-    """Position of data row ``i`` (0-based) as a reader finds it: the file line for CSV/TSV (the
-    header is line 1), the 1-based data row for Parquet."""
-    return f"{path}, line {i + 2}" if fmt != "parquet" else f"{path}, row {i + 1}"
-
-
-def _read_frame(path: Path, fmt: str):
-    import pandas as pd
-
-    if fmt == "parquet":
-        try:
-            return pd.read_parquet(path)
-        except Exception as exc:  # pyarrow raises many types for a file that is not Parquet
-            raise InputError(f"{path}: cannot be read as Parquet ({type(exc).__name__}: {exc})") from None
-    if path.stat().st_size == 0:
-        raise InputError(f"{path}: the file is empty (expected a header row such as 'rank' and one row per user)")
-    try:
-        return pd.read_csv(path, sep="," if fmt == "csv" else "\t", dtype=str, keep_default_na=False,
-                           skip_blank_lines=False, encoding="utf-8")
-    except pd.errors.ParserError as exc:
-        msg = str(exc).strip()
-        import re
-
-        m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", msg)
-        if m:
-            raise InputError(f"{path}, line {m.group(2)}: {m.group(3)} fields where the header has "
-                             f"{m.group(1)}") from None
-        raise InputError(f"{path}: cannot be parsed as {fmt.upper()} ({msg})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start}); "
-                         "is it a Parquet file with another extension? (use --format parquet)") from None
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: the file is empty (expected a header row such as 'rank')") from None
-
-
-def _resolve_columns(path, columns, overrides: dict) -> dict:
-    """Map each role (rank, sample_size, model, user) to a header name; refuse unknown columns."""
-    cols = [str(c) for c in columns]
-    dupes = sorted({c for c in cols if cols.count(c) > 1})
-    if dupes:
-        raise InputError(f"{path}: column(s) {dupes} appear more than once in the header")
-    roles: dict = {}
-    for role, aliases in COLUMN_ALIASES.items():
-        given = overrides.get(role)
-        if given is not None:
-            if given not in cols:
-                raise InputError(f"{path}: no column {given!r} (named by --{role.replace('_', '-')}-column); "
-                                 f"the header has {cols}")
-            roles[role] = given
-            continue
-        found = [a for a in aliases if a in cols]
-        if len(found) > 1:
-            raise InputError(f"{path}: columns {found} all look like the {role} column; keep one or name it "
-                             f"with --{role.replace('_', '-')}-column")
-        if found:
-            roles[role] = found[0]
-    if "rank" not in roles:
-        numeric_header = all(_is_number(c) for c in cols)
-        hint = (" (the first line holds numbers: the file needs a header row)" if numeric_header else
-                " (or name it with --rank-column)")
-        raise InputError(f"{path}: missing column 'rank' (the sampled rank, 1..n); the header has {cols}{hint}")
-    used = set(roles.values())
-    unknown = [c for c in cols if c not in used]
-    if unknown:
-        known = ", ".join(a for aliases in COLUMN_ALIASES.values() for a in aliases)
-        raise InputError(f"{path}: unknown column(s) {unknown}; recognised columns are {known} "
-                         "(drop the others, or name yours with --rank-column / --size-column / "
-                         "--model-column / --user-column)")
-    return roles
-
-
-def _is_number(text) -> bool:
-    try:
-        float(text)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
-def _integers(values, path, fmt, column, low, high, what, high_per_row=None, per_row="this row's sample size"):
-    """Parse a column of integers in ``low..high`` (or ``low..high_per_row[i]``); refuse missing,
-    NaN, non-numeric, non-integer and out-of-range values, naming the first offending row."""
-    import pandas as pd
-
-    s = pd.Series(values)
-    numeric = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype)
-    if pd.api.types.is_bool_dtype(s.dtype):
-        raise InputError(f"{path}, column {column!r}: holds true/false values, not integers (expected a {what})")
-    raw = None if numeric else s.astype(object).where(s.notna(), "").astype(str)
-    num = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64)
-    missing = s.isna().to_numpy() | ((raw.str.strip() == "").to_numpy() if raw is not None else False)
-    bad_text = np.isnan(num) & ~missing
-    nan_text = bad_text & (raw.str.strip().str.lower().isin(["nan", "na", "n/a", "null", "none"]).to_numpy()
-                           if raw is not None else False)
-
-    def fail(i, msg):
-        n_bad = int(np.count_nonzero(bad))
-        more = f" (and {n_bad - 1} more bad value{'s' if n_bad > 2 else ''} in this column)" if n_bad > 1 else ""
-        raise InputError(f"{_where(path, fmt, i)}, column {column!r}: {msg}{more}")
-
-    bad = missing | bad_text
-    if bad.any():
-        i = int(np.argmax(bad))
-        if missing[i]:
-            fail(i, f"missing value (every row needs a {what})")
-        if nan_text[i]:
-            fail(i, f"{raw.iloc[i].strip()!r} is not a {what} (NaN is not allowed)")
-        fail(i, f"{raw.iloc[i] if raw is not None else values[i]!r} is not a number (expected an integer {what})")
-    bad = ~np.isfinite(num)
-    if bad.any():
-        i = int(np.argmax(bad))
-        fail(i, f"{num[i]} is not a {what} (NaN or infinite values are not allowed)")
-    bad = num != np.floor(num)
-    if bad.any():
-        i = int(np.argmax(bad))
-        fail(i, f"{num[i]:g} is not an integer {what}")
-    hi = high if high_per_row is None else np.asarray(high_per_row)
-    bad = (num < low) | (num > hi)
-    if bad.any():
-        i = int(np.argmax(bad))
-        top = hi if np.ndim(hi) == 0 else hi[i]
-        extra = "" if high_per_row is None else f" ({per_row})"
-        span = f"lie in {low}..{top}" if top < np.iinfo(np.int64).max // 4 else f"be at least {low}"
-        fail(i, f"{num[i]:.0f} is out of range: a {what} must {span}{extra}")
-    return num.astype(np.int64)
-
-
-def read_rank_file(path, n_items: int | None, sample_size: int | None = None, fmt: str | None = None,
-                   rank_column: str | None = None, size_column: str | None = None,
-                   model_column: str | None = None, user_column: str | None = None,
-                   n_items_column: str | None = None) -> RankTable:
-    """Read and validate a file of sampled ranks (CSV, TSV or Parquet; see the module docstring).
-
-    ``sample_size`` is the sampled-set size :math:`n` (target included) shared by every user; it
-    must be ``None`` exactly when the file has a per-user sample-size column; ``n_items`` likewise
-    the catalogue size, ``None`` exactly when the file has a per-user ``n_items`` column. Raises
-    :class:`InputError` (a ``ValueError``) naming the file, the line or row, and the column of the
-    first bad value: missing or unknown columns, an empty file, missing values, NaN, non-integer
-    or out-of-range ranks and sizes, empty model names, a user listed twice for one model.
-    """
-    from ._validation import check_int
-
-    p = Path(path)
-    try:
-        N = None if n_items is None else check_int(n_items, "n_items", low=2)
-    except ValueError as exc:
-        raise InputError(f"--n-items: {exc}") from None
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    if p.is_dir():
-        raise InputError(f"{p}: is a folder, not a file of sampled ranks")
-    if fmt is None:
-        fmt = FORMATS.get(p.suffix.lower())
-        if fmt is None:
-            raise InputError(f"{p}: cannot tell the format from the extension {p.suffix!r}; use a .csv, .tsv "
-                             "or .parquet name, or --format csv|tsv|parquet")
-    elif fmt not in ("csv", "tsv", "parquet"):
-        raise InputError(f"--format must be csv, tsv or parquet, got {fmt!r}")
-    df = _read_frame(p, fmt)
-    roles = _resolve_columns(p, df.columns, {"rank": rank_column, "sample_size": size_column,
-                                            "model": model_column, "user": user_column, "n_items": n_items_column})
-    if len(df) == 0:
-        raise InputError(f"{p}: no data rows below the header (expected one row per user)")
-    if N is not None and "n_items" in roles:
-        raise InputError(f"{p}: the file has a per-user catalogue-size column {roles['n_items']!r} and --n-items "
-                         "was given too; give one of them")
-    if N is None and "n_items" not in roles:
-        raise InputError(f"--n-items is required: {p} has no per-user 'n_items' column")
-    pools = None
-    if N is None:  # per-user catalogue sizes: each >= 2 and >= the user's sample size (checked below)
-        low = 2 if sample_size is None else max(2, sample_size) if isinstance(sample_size, int) else 2
-        pools = _integers(df[roles["n_items"]], p, fmt, roles["n_items"], low, np.iinfo(np.int64).max // 4,
-                          "catalogue size" + (" (n_items >= --sample-size)" if low > 2 else ""))
-        N = int(pools.max())
-    if sample_size is not None and "sample_size" in roles:
-        raise InputError(f"{p}: the file has a per-user sample-size column {roles['sample_size']!r} and "
-                         "--sample-size was given too; give one of them")
-    if sample_size is None and "sample_size" not in roles:
-        raise InputError(f"--sample-size is required: {p} has no per-user 'sample_size' column")
-    if sample_size is not None:
-        try:
-            n = check_int(sample_size, "sample_size", low=2, high=N)
-        except ValueError:
-            raise InputError(f"--sample-size must be an integer in 2..{N} (--n-items), got {sample_size!r}") from None
-        sizes = None
-        ranks = _integers(df[roles["rank"]], p, fmt, roles["rank"], 1, n, "sampled rank")
-    else:
-        what = f"sample size (2..N = {N}, --n-items)" if pools is None else "sample size (2..n_items of the row)"
-        sizes = _integers(df[roles["sample_size"]], p, fmt, roles["sample_size"], 2, N if pools is None else None,
-                          what, high_per_row=pools, per_row="this row's n_items")
-        ranks = _integers(df[roles["rank"]], p, fmt, roles["rank"], 1, None, "sampled rank", high_per_row=sizes)
-
-    def labels(role):
-        col = df[roles[role]]
-        missing = col.isna().to_numpy() | (col.astype(str).str.strip() == "").to_numpy()
-        if missing.any():
-            i = int(np.argmax(missing))
-            raise InputError(f"{_where(p, fmt, i)}, column {roles[role]!r}: missing {role} name")
-        return col.astype(str).str.strip().to_numpy()
-
-    models = labels("model") if "model" in roles else np.full(len(df), "model", dtype=object)
-    users = labels("user") if "user" in roles else None
-    if users is not None:
-        import pandas as pd
-
-        dup = pd.DataFrame({"m": models, "u": users}).duplicated(keep=False).to_numpy()
-        if dup.any():
-            i = int(np.argmax(dup))
-            j = int(np.flatnonzero(dup & (models == models[i]) & (users == users[i]))[1])
-            who = f"user {users[i]!r}" + (f" of model {models[i]!r}" if "model" in roles else "")
-            raise InputError(f"{_where(p, fmt, j)}, column {roles['user']!r}: {who} already appears on "
-                             f"{_where(p, fmt, i).split(', ', 1)[1]} (one row per user and model)")
-    table = RankTable(path=str(p), n_items=N)
-    for m in dict.fromkeys(models):
-        sel = models == m
-        table.ranks[m] = ranks[sel]
-        if sizes is None:
-            table.sizes[m] = n
-        else:
-            s = sizes[sel]
-            table.sizes[m] = int(s[0]) if np.all(s == s[0]) else s
-        table.pools[m] = N if pools is None else (int(pools[sel][0]) if np.all(pools[sel] == pools[sel][0])
-                                                  else pools[sel])
-        table.users[m] = users[sel] if users is not None else None
-    return table
-
-
-#: Recognised columns of the long file (one row per drawn decoy).
-WEIGHTED_COLUMNS = {"user": ("user", "user_id"), "prob": ("prob", "probability", "decoy_prob", "p"),
-                    "above": ("above", "decoy_above")}
-
-
-def read_weighted_file(path, fmt: str | None = None):
-    """Read a long file of weighted decoys (CSV, TSV or Parquet with a header row): one row per
-    drawn decoy with columns ``user``, ``prob`` (its single-draw probability, in (0, 1]) and
-    ``above`` (1/0 or true/false: did it score above the user's held-out item?). Every user must
-    have the same number of decoys. Returns ``(users, decoy_probs, decoy_above)``, users in order of
-    first appearance. Bad input raises :class:`itemsampling.cli.InputError` (a ``ValueError``)
-    naming the file, the line (or Parquet row) and the column."""
-    import pandas as pd
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    fmt = fmt or {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet"}.get(path.suffix.lower())
-    if fmt not in ("csv", "tsv", "parquet"):
-        raise InputError(f"{path}: unknown format (use a .csv, .tsv or .parquet file, or --format)")
-    df = _read_frame(path, fmt)
-    cols = [str(c) for c in df.columns]
-    roles = {}
-    for role, aliases in WEIGHTED_COLUMNS.items():
-        found = [a for a in aliases if a in cols]
-        if len(found) != 1:
-            raise InputError(f"{path}: " + (f"missing column {role!r} ({' or '.join(aliases)})" if not found else
-                                            f"columns {found} all look like the {role} column; keep one")
-                             + f"; the header has {cols}")
-        roles[role] = found[0]
-    extra = [c for c in cols if c not in roles.values()]
-    if extra:
-        raise InputError(f"{path}: unknown column(s) {extra}; a weighted file has the columns user, prob, above")
-    if len(df) == 0:
-        raise InputError(f"{path}: no data rows")
-    user = df[roles["user"]].astype(str).str.strip().to_numpy()
-    empty = user == ""
-    if empty.any():
-        i = int(np.argmax(empty))
-        raise InputError(f"{_where(path, fmt, i)}, column {roles['user']!r}: missing user id")
-    raw_p = df[roles["prob"]]
-    p = pd.to_numeric(raw_p, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(p) | (p <= 0) | (p > 1)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(f"{_where(path, fmt, i)}, column {roles['prob']!r}: {raw_p.iloc[i]!r} is not a "
-                         "probability in (0, 1] (the decoy's single-draw probability)")
-    raw_a = df[roles["above"]]
-    txt = raw_a.astype(str).str.strip().str.lower()
-    truthy, falsy = txt.isin(["1", "true", "1.0"]).to_numpy(), txt.isin(["0", "false", "0.0"]).to_numpy()
-    bad = ~(truthy | falsy)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(f"{_where(path, fmt, i)}, column {roles['above']!r}: {raw_a.iloc[i]!r} is not boolean "
-                         "(expected 1/0 or true/false: did the decoy score above the target?)")
-    users, first, inv, counts = np.unique(user, return_index=True, return_inverse=True, return_counts=True)
-    if np.unique(counts).size > 1:
-        common = int(np.bincount(counts).argmax())
-        j = int(np.flatnonzero(counts != common)[0])
-        raise InputError(f"{_where(path, fmt, int(first[j]))}, column {roles['user']!r}: user {users[j]!r} has "
-                         f"{int(counts[j])} decoys, the other users {common}: every user needs the same number "
-                         "of decoys (rows of different length)")
-    order = np.argsort(first, kind="stable")            # users in order of first appearance
-    rank_of = np.empty_like(order)
-    rank_of[order] = np.arange(order.size)
-    row = rank_of[inv]
-    idx = np.argsort(row, kind="stable")
-    d = int(counts[0])
-    return (users[order], p[idx].reshape(-1, d), truthy[idx].reshape(-1, d))
 
 
 def ranks_from_scores(target_scores, decoy_scores, ties: str = "random", rng=None) -> np.ndarray:
@@ -437,8 +95,6 @@ def ranks_from_scores(target_scores, decoy_scores, ties: str = "random", rng=Non
     -------
     ndarray of int64, shape (M,), ranks in ``1..n``.
     """
-    from ._validation import as_rng
-
     t = np.asarray(target_scores, dtype=np.float64)
     d = np.asarray(decoy_scores, dtype=np.float64)
     if t.ndim != 1 or t.size == 0:
@@ -496,12 +152,10 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     own metric (:mod:`itemsampling.estimators.conditional`, parametric replicates drawn with
     ``default_rng([seed, 2, g, model index])``); the comparisons stay user-bootstrap intervals.
     """
-    from ._validation import ResolutionWarning
+    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators import METHODS, PER_USER_SIZE_METHODS, POOL_METHODS, estimate_metrics, resolution_note
     from .estimators.bootstrap import bootstrap_models
-    from .metrics import canonical_metric
-
-    from .estimators.conditional import check_target
+    from .estimators.conditional import check_target, conditional_metrics
 
     say = progress or (lambda text: None)
     try:
@@ -545,8 +199,6 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
             r, n = table.ranks[model], table.sizes[model]
             raw = estimate_metrics(r, N, n, group, kk, ["sampled"])["sampled"]
             if target == "test-users":
-                from .estimators.conditional import conditional_metrics
-
                 say(f"      test-users intervals of {model} ({n_boot} parametric replicates)")
                 with warnings.catch_warnings():  # the resolution note is printed under the table
                     warnings.simplefilter("ignore", ResolutionWarning)
@@ -665,21 +317,9 @@ def _columns(header, body, numeric=()):
 # command line
 # --------------------------------------------------------------------------------------------
 
-def _k_value(text):
-    if text.lower() in ("none", "all", "full"):
-        return None
-    try:
-        k = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"cut-off must be a positive integer or 'none', got {text!r}") from None
-    if k < 1:
-        raise argparse.ArgumentTypeError(f"cut-off must be >= 1, got {k}")
-    return k
-
-
 def _build_parser():
+    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators import METHODS
-    from .metrics import METRICS
 
     p = argparse.ArgumentParser(
         prog="python -m itemsampling",
@@ -711,7 +351,7 @@ def _build_parser():
                         "sample_size column")
     e.add_argument("--metric", nargs="+", default=["ndcg", "recall"], metavar="METRIC",
                    help=f"metrics, any of {', '.join(sorted(METRICS))} (default: ndcg recall)")
-    e.add_argument("--k", nargs="+", type=_k_value, default=[10], metavar="K",
+    e.add_argument("--k", nargs="+", type=k_value, default=[10], metavar="K",
                    help="cut-offs (default 10); 'none' = untruncated; ignored by auc")
     e.add_argument("--method", default=DEFAULT_METHOD, choices=METHODS, metavar="METHOD",
                    help=f"estimator (default {DEFAULT_METHOD}); one of {', '.join(METHODS)}")
@@ -739,6 +379,7 @@ def _build_parser():
     e.add_argument("--weighted", action="store_true",
                    help="FILE is a long file of weighted decoys (columns user, prob, above; one row per decoy): "
                         "correct a popularity-sampled evaluation (the book's chapter 11)")
+    # deferred: the plan module loads scipy.optimize and the estimators; `run|data` do without them
     from .plan import add_plan_parser
 
     add_plan_parser(sub)
@@ -751,6 +392,7 @@ def estimate_weighted_file(args) -> int:
     """``python -m itemsampling estimate FILE --weighted``: read FILE (:func:`read_weighted_file`)
     and print, for every metric and cut-off, the ratio-curve estimate with its bootstrap interval
     beside the uniform-kernel estimate and the uncorrected sampled metric (a table, or JSON)."""
+    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators.weighted import estimate_metric_weighted
 
     unused = [flag for flag, v in (("--sample-size", args.sample_size), ("--gamma", args.gamma), ("--eta", args.eta),
@@ -832,6 +474,7 @@ def main(argv=None) -> int:
     """Entry point of ``python -m itemsampling``; returns the exit status (0 ok, 2 bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "run":
+        # deferred: the chapter runner loads yaml, jupytext and papermill, which `estimate` does without
         from .run import main as run_main
 
         return run_main(argv[1:])
@@ -854,6 +497,7 @@ def main(argv=None) -> int:
         return 2
     try:
         if args.command == "plan":
+            # deferred: the plan module loads scipy.optimize and the estimators
             from .plan import plan_command
 
             return plan_command(args)

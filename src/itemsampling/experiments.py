@@ -52,13 +52,18 @@ import numpy as np
 import pandas as pd
 
 from . import models as _models
+from . import ranking as _ranking
 from ._validation import as_rng, check_bool, check_int, check_ranks, check_seed
 from .data import (CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, leave_last_out, load_dataset,
                    load_movielens, load_ncf, load_npz, load_truth, n_items_of, stable_hash)
+from .data import cache as _cache
+from .data import frames as _frames
+from .data import loaders as _loaders
+from .data import simulator as _simulator
 from .data.cache import CacheWarning, fingerprint, package_fingerprint, path_fingerprint
 from .data.loaders import _find_movielens_file
 from .metrics import canonical_metric, evaluate, metric_values
-from .ranking import global_ranks
+from .ranking import global_ranks, sampled_ranks_explicit
 from .sampling import sample_ranks, sampled_metric_moments
 
 __all__ = [
@@ -324,12 +329,6 @@ def _code_version() -> str:
     """Hash of the source of the modules that produce the ranks: editing them invalidates caches."""
     import inspect
 
-    from . import ranking as _ranking
-    from .data import cache as _cache
-    from .data import frames as _frames
-    from .data import loaders as _loaders
-    from .data import simulator as _simulator
-
     return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _cache, _frames, _loaders, _simulator)])
 
 
@@ -539,8 +538,6 @@ class ExplicitSampler:
         self.replacement = check_bool(replacement, "replacement")
 
     def __call__(self, name: str, sample_size: int, rng) -> np.ndarray:
-        from .ranking import sampled_ranks_explicit
-
         return sampled_ranks_explicit(self.fitted[name], self.train, self.test, sample_size, rng=rng,
                                       exclude_train=self.exclude_train, replacement=self.replacement)
 
@@ -714,8 +711,10 @@ def _check_backend(backend, scheduler):
         try:
             import distributed  # noqa: F401  (the optional extra itemsampling[dask])
         except ImportError:
-            raise ValueError("backend='dask' needs Dask's distributed scheduler, which is not installed: "
-                             "install itemsampling[dask] (pip install 'itemsampling[dask]')") from None
+            # a missing optional dependency is an ImportError with the install hint (as pandas and
+            # scikit-learn report theirs), not a bad argument
+            raise ImportError("backend='dask' needs Dask's distributed scheduler (dask[distributed]), which is not "
+                              "installed: install itemsampling[dask] (pip install 'itemsampling[dask]')") from None
     return backend, scheduler
 
 

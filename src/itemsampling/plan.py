@@ -55,7 +55,9 @@ import numpy as np
 from scipy import optimize, stats
 
 from ._validation import as_rng, check_int, check_open_unit, check_real
+from .inputs import InputError, k_value, read_rank_file
 from .metrics import canonical_metric, metric_function
+from .sampling import adaptive_sample_ranks, adaptive_sampling_cost, adaptive_sizes, sample_ranks
 
 __all__ = ["Design", "EvaluationPlan", "plan_evaluation", "beta_rank_distribution", "normal_error_quantile",
            "DEFAULT_SIZES", "DEFAULT_ESTIMATORS"]
@@ -215,8 +217,8 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
     n_sim : int
         Simulated runs per item-sampling design (>= 5).
     """
+    # deferred: the estimators load scipy's solvers; the plan sub-command's parser (`--help`) does without
     from .estimators import METHODS, estimate_metrics, estimate_rank_distribution
-    from .sampling import adaptive_sample_ranks, adaptive_sampling_cost, adaptive_sizes, sample_ranks
 
     N = check_int(n_items, "n_items", low=2)
     M = check_int(n_users, "n_users", low=2)
@@ -380,7 +382,6 @@ def plan_command(args) -> int:
     """``python -m itemsampling plan``: read the pilot (if any), plan, print."""
     import json
 
-    from .cli import InputError, read_rank_file
 
     if args.pilot is not None and args.prior is not None:
         raise InputError("give --pilot FILE or --prior A B, not both")
@@ -420,8 +421,6 @@ def plan_command(args) -> int:
 
 def add_plan_parser(sub) -> None:
     """The ``plan`` sub-command's options (called by :mod:`itemsampling.cli`)."""
-    from .cli import _k_value
-
     p = sub.add_parser("plan", help="plan an evaluation: predicted error and cost of every design",
                        description="Predict, for full ranking, user sampling, item sampling (each estimator), "
                                    "adaptive item sampling and user + item sampling, the half-width of the "
@@ -430,7 +429,7 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--n-items", type=int, required=True, metavar="N", help="catalogue size N")
     p.add_argument("--n-users", type=int, required=True, metavar="M", help="users to evaluate M")
     p.add_argument("--metric", default="recall", help="metric (default recall)")
-    p.add_argument("--k", type=_k_value, default=10, help="cut-off (default 10; 'none' = untruncated)")
+    p.add_argument("--k", type=k_value, default=10, help="cut-off (default 10; 'none' = untruncated)")
     p.add_argument("--margin", type=float, default=None, help="wanted half-width of the interval (> 0)")
     p.add_argument("--budget", type=float, default=None, help="item scorings available")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence level (default 0.95)")

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ._validation import as_rng, check_bool, check_int, check_memory
-from .models import Recommender
+from .models import Recommender, interaction_matrix
 
 __all__ = ["global_ranks", "pool_sizes", "sampled_ranks_explicit", "shared_decoy_ranks"]
 
@@ -45,8 +45,6 @@ def _check_inputs(model, train, test):
 
 
 def _train_csr(train, n_users, n_items):
-    from .models import interaction_matrix
-
     return interaction_matrix(train, n_users, n_items)
 
 

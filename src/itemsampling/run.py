@@ -52,6 +52,7 @@ from pathlib import Path
 import yaml
 
 from ._validation import check_int
+from ._version import __version__
 from .book import RESULTS_ENV
 
 SCHEDULER_ENV = "ITEMSAMPLING_SCHEDULER"  # read by itemsampling.experiments.run_experiment
@@ -246,6 +247,7 @@ def _datasets(params: dict) -> dict:
         for v in values:
             entry = {"value": v}
             try:
+                # deferred: the experiments load pandas and the models; only --list-params of a dataset needs them
                 from .experiments import _check_dataset, dataset_files, describe_dataset
 
                 key = _check_dataset(v)
@@ -275,6 +277,7 @@ def _sha256(path: Path) -> str:
 def _resolve_dataset_paths(params: dict) -> dict:
     """A dataset given as a relative path that exists from the current folder becomes absolute
     (the notebook runs in its own folder)."""
+    # deferred: the data package loads pandas; a run without a dataset parameter does without it
     from .data import DATASETS
 
     out = dict(params)
@@ -422,8 +425,6 @@ def render_html(ipynb, out=None, repo=None, name: str | None = None, timeout: in
 # running
 # ---------------------------------------------------------------------------------------------
 def _package_version() -> str:
-    from . import __version__
-
     return str(__version__)
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .._version import __version__
+
 #: Bump when the simulator or the cache layout changes: old cache files are then ignored.
 #: (2: every file carries its key and a checksum.)
 CACHE_VERSION = 2
@@ -252,8 +254,6 @@ def path_fingerprint(path) -> str:
 def package_fingerprint() -> str:
     """The package version and a hash of every source file of :mod:`itemsampling`: results cached
     by one version of the code are never returned by another."""
-    from .. import __version__
-
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(__version__.encode())
     for f in sorted(root.rglob("*.py")):

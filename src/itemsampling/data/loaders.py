@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._validation import check_bool
 from .frames import COLUMNS
 
 _ML_FILES = {  # file name -> (separator, header, columns)
@@ -283,8 +284,6 @@ def fetch_movielens(release: str, dest="data/raw", progress: bool = True) -> Pat
         python -m itemsampling.data fetch ml-1m --dest data/raw
     """
     import urllib.request
-
-    from .._validation import check_bool
 
     progress = check_bool(progress, "progress")
     if release not in MOVIELENS_ARCHIVES:

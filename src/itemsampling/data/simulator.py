@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_bool, check_int, check_memory
-from .cache import CACHE_VERSION, atomic_save_npz, cache_dir, load_npz, stable_hash
+from .cache import CACHE_VERSION, CacheWarning, atomic_save_npz, cache_dir, load_npz, stable_hash
 
 
 @dataclass(frozen=True)
@@ -431,8 +431,6 @@ def load_simulation(name: str, progress: bool = False) -> Simulation:
 def _valid_simulation_file(z: dict, config) -> bool:
     """Semantic check of a verified dataset cache file (ids in range, matching lengths)."""
     import warnings
-
-    from .cache import CacheWarning
 
     try:
         if isinstance(config, ShapedConfig):

@@ -15,42 +15,50 @@ repeats would leak information between them), and MN uses :math:`M` = the number
 One call for everything: :func:`estimate_metric`. :func:`estimate_metrics` evaluates several
 metrics and methods on one set of sampled ranks and learns each rank distribution only once.
 
-The package, in the order it builds up (each module opens with what it holds):
+The package, in layers from the bottom up (each module opens with what it holds; a module imports
+only modules below it, checked by ``lint-imports``, contract in ``pyproject.toml``):
 
 * :mod:`.grid`: the representation. :math:`P(R)` on a :class:`~.grid.RankGrid` of cells of global
   ranks (the exact grid, one cell per rank, is the dense estimator), the kernel on those cells, its
-  row blocks and their products, the sampled-rank statistics and their one validation;
-* :mod:`.distribution`: the fits (EM, CNM, WMLE, MES, BV baseline), one option table, one fit;
-* :mod:`.corrected`: the corrected metrics (rank estimate, CLS, BV, MN, MNW), one BV/MN/MNW core;
-* this module: the public entry points and the one estimate path (``_estimate``) that every caller
-  (point estimates, both bootstraps, the grid entry points) goes through;
+  row blocks and their products, the sampled-rank statistics and their one validation, metrics
+  read off cell masses and per-user catalogue sizes;
+* :mod:`.corrected`: the corrected metrics (rank estimate, CLS, BV, MN, MNW), one BV/MN/MNW core,
+  and ``grid_corrected_metrics``;
+* :mod:`.distribution`: the fits (EM, CNM, WMLE, MES, the BV baseline read off BV's corrected
+  Recall@K), one option table, one fit, and the fits on a given grid;
+* :mod:`.estimate`: the one estimate path (``_estimate``) that every caller (point estimates, both
+  bootstraps, ``grid_estimate_metrics``) goes through, with the method tables;
 * :mod:`.bootstrap` and :mod:`.conditional`: intervals (user bootstrap; parametric bootstrap given
   the test users), on replicate tables of the same estimators;
-* :mod:`.weighted`: estimators for popularity-weighted decoys (chapter 11).
+* :mod:`.api` (:func:`estimate_metric`, :func:`estimate_metrics`: a point estimate or, with ``ci``,
+  an interval) and :mod:`.weighted` (estimators for popularity-weighted decoys, chapter 11);
+* this module: the public names, re-exported (it holds no code of its own).
 """
+
 
 from __future__ import annotations
 
-import warnings
-
-import numpy as np
-
-from .._validation import ResolutionWarning, check_bool, check_int, check_probability_vector
+from .._validation import ResolutionWarning
+from .api import estimate_metric, estimate_metrics
 from .bootstrap import MetricEstimate, ModelComparison, bootstrap_metric, bootstrap_metrics, compare_estimates
-from ..metrics import canonical_metric, metric_function
-from .distribution import OPTIONS as _FIT_OPTIONS, PER_USER_SIZE_METHODS as _FIT_PER_USER
-from .grid import check_sampled_ranks
 from .corrected import __all__ as _corrected_all
-from .corrected import (
+from .corrected import (  # noqa: F401  (CORRECTION_METHODS, check_gamma: importable as before)
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
     corrected_moments, expected_corrected_given_rank, mse_decomposition, rank_estimate,
 )
+from .distribution import estimate_rank_distribution, grid_fit_rank_distribution, grid_mes_dual
+from .corrected import grid_corrected_metrics
+from .estimate import (
+    GRID_METHODS, METHODS, PER_USER_SIZE_METHODS, POOL_METHODS, grid_estimate_metrics, metric_from_distribution,
+    resolution_note,
+)
+from .weighted import estimate_metric_weighted  # popularity-weighted decoys, Chapter 11
 
 __all__ = [
     "METHODS",
     "PER_USER_SIZE_METHODS",
     "POOL_METHODS",
-    *(name for name in _corrected_all if name not in ("CORRECTION_METHODS", "check_gamma")),
+    *(name for name in _corrected_all if name not in ("CORRECTION_METHODS", "check_gamma", "grid_corrected_metrics")),
     "estimate_metric",
     "estimate_metrics",
     "estimate_rank_distribution",
@@ -63,480 +71,9 @@ __all__ = [
     "estimate_metric_weighted",
     "resolution_note",
     "ResolutionWarning",
+    "GRID_METHODS",
+    "grid_fit_rank_distribution",
+    "grid_mes_dual",
+    "grid_corrected_metrics",
+    "grid_estimate_metrics",
 ]
-
-#: Methods accepted by :func:`estimate_metric`.
-METHODS = ("sampled", "rank_estimate", "cls", "bv", "mn", "mn_weighted", "mle", "wmle", "mes",
-           "bv_mle", "bv_mes", "mn_mle", "mn_mes", "mnw_mle", "mnw_mes")
-
-_DISTRIBUTION_METHODS = ("mle", "wmle", "mes")
-#: Methods of :func:`estimate_metric` that accept per-user sample sizes (adaptive sampling).
-PER_USER_SIZE_METHODS = ("sampled",) + _FIT_PER_USER
-#: Methods of :func:`estimate_metric` that accept per-user catalogue sizes (``n_items`` an array; the
-#: model in :mod:`.distribution`, "Per-user catalogue sizes"). CLS is left out: its bounded least
-#: squares is solved once per distinct pool, minutes for hundreds of pools.
-POOL_METHODS = tuple(m for m in METHODS if m != "cls")
-_CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement", "grid"}
-#: the options of each rank-distribution fit (:data:`.distribution.OPTIONS`, the one table), and those
-#: that only it takes (routed to it alone by :func:`estimate_metrics`)
-_DIST_OPTIONS = {m: tuple(_FIT_OPTIONS[m]) for m in _DISTRIBUTION_METHODS}
-_DIST_ONLY = {m: tuple(o for o in _DIST_OPTIONS[m] if o not in _DIST_OPTIONS["mle"]) for m in _DISTRIBUTION_METHODS}
-
-
-def estimate_rank_distribution(sampled_ranks, n_items, sample_size, method, **params):
-    """Learn the global rank distribution :math:`\\widehat P(R)`, R = 1..N (see
-    :mod:`itemsampling.estimators.distribution`; with per-user ``n_items`` over the grid of rank
-    fractions of the largest pool)."""
-    from .distribution import estimate_rank_distribution as _erd
-
-    return _erd(sampled_ranks, n_items, sample_size, method, **params)
-
-
-def resolution_note(n_items, sample_size, k) -> str | None:
-    r"""The note for cut-offs below one kernel width, or ``None``: a sampled rank :math:`r` places the
-    global rank only to within about :math:`N/(n-1)` ranks (:math:`\mathbb E[r-1\mid R] =
-    (n-1)(R-1)/(N-1)`, Krichene & Rendle Eq. 20), so for :math:`K < N/(n-1)` every estimator's value of
-    a metric at :math:`K` comes from its prior or regulariser, not from the data. With per-user sizes
-    the largest :math:`n_u` counts, with per-user catalogue sizes the largest :math:`N_u`. Bad input gives ``None`` (the estimators' own checks report it)."""
-    try:
-        N = check_int(int(np.max(n_items)) if np.ndim(n_items) else n_items, "n_items", low=2)
-        n = int(np.max(np.asarray(sample_size)))
-        ks = [check_int(x, "k", low=1) for x in np.atleast_1d(np.asarray(k, dtype=object)) if x is not None]
-    except (ValueError, TypeError):
-        return None
-    if n < 2 or n > N:
-        return None
-    width = N / (n - 1.0)
-    low = sorted({x for x in ks if x < width})
-    if not low:
-        return None
-    need = int(np.ceil(N / low[0])) + 1
-    larger = f"n >= {need} for K = {low[0]}" if need <= N else f"for K = {low[0]}, n = N: rank every item"
-    return (f"cut-off K = {', '.join(map(str, low))} is below one kernel width N/(n-1) = {width:.4g} (N = {N}, "
-            f"n = {n}): the sampled ranks cannot resolve the top {low[-1]} of {N} items, so the estimate is driven "
-            f"by the estimator's prior, not by the data. Use a larger sample size ({larger}) "
-            "or adaptive sampling (itemsampling.sampling.adaptive_sample_ranks).")
-
-
-def _warn_resolution(n_items, sample_size, k, methods) -> None:
-    methods = [methods] if isinstance(methods, str) else list(methods) if np.ndim(methods) else [methods]
-    if all(m == "sampled" for m in methods):  # the uncorrected sampled metric estimates nothing global
-        return
-    note = resolution_note(n_items, sample_size, k)
-    if note is not None:
-        warnings.warn(note, ResolutionWarning, stacklevel=3)
-
-
-def _check_nonempty(values, name: str, what: str) -> None:
-    """An empty list of metrics, methods or cut-offs is a caller's mistake, not a request for an
-    empty result: refused naming the argument."""
-    if not isinstance(values, str) and np.ndim(values) > 0 and np.size(values) == 0:
-        raise ValueError(f"{name} must name at least one {what}, got an empty {type(values).__name__}")
-
-
-def metric_from_distribution(rank_distribution, metric: str, k, n_items: int | None = None):
-    r""":math:`\widehat T = \sum_{R=1}^N \widehat P(R)\,F(R)` (TORS Eq. 26-27; Jin et al. 2021 Eq. 13-14),
-    for one cut-off ``k`` (returns a float) or a sequence of cut-offs (returns an array)."""
-    P = check_probability_vector(rank_distribution, "rank_distribution")  # >= 0, finite, sums to 1
-    if P.size < 2:
-        raise ValueError(f"rank_distribution must have length N >= 2, got {P.size}")
-    if n_items is not None and check_int(n_items, "n_items", low=2) != P.size:
-        raise ValueError(f"rank_distribution must have length n_items = {n_items}, got {P.size}")
-    N = P.size
-    R = np.arange(1, N + 1)
-    _check_nonempty(k, "k", "cut-off")
-    seq = np.ndim(k) > 0
-    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
-    vals = np.array([float(P @ metric_function(metric, kk, N)(R)) for kk in ks])
-    return vals if seq else float(vals[0])
-
-
-def _split(params: dict):
-    corr = {k: v for k, v in params.items() if k in _CORRECTION_PARAMS}
-    dist = {k: v for k, v in params.items() if k not in _CORRECTION_PARAMS}
-    return corr, dist
-
-
-def _apply(r, Fh, n_metrics, n_ks):
-    """Estimates from corrected vectors ``Fh`` of shape (n, n_metrics, n_ks): (n_metrics, n_ks)."""
-    n = Fh.shape[0]
-    return np.asarray(corrected_estimate(r, Fh.reshape(n, -1))).reshape(n_metrics, n_ks)
-
-
-def _pool_apply(r, pools, Fh):
-    r"""Per-user catalogue sizes: :math:`\frac1M\sum_u \widehat F_{N_u}(r_u)` from corrected vectors
-    ``Fh`` of shape (n, n_metrics, n_ks, G) over the distinct pools ``np.unique(pools)``: (n_metrics, n_ks)."""
-    g = np.unique(pools, return_inverse=True)[1].reshape(-1)
-    keys, counts = np.unique(g * (Fh.shape[0] + 1) + r, return_counts=True)
-    gg, rr = keys // (Fh.shape[0] + 1), keys % (Fh.shape[0] + 1)
-    return np.tensordot(counts.astype(np.float64), Fh[rr - 1, :, :, gg], axes=(0, 0)) / r.size
-
-
-def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
-    """The one estimate path of :func:`estimate_metric`, :func:`estimate_metrics`, the bootstraps and
-    :func:`~itemsampling.estimators.grid.grid_estimate_metrics`, on validated input: an array
-    (len(metrics), len(ks)). Every method runs over the global ranks ``1..N`` or, with a grid
-    (``params["grid"]``, resolved by :func:`~itemsampling.estimators.grid.resolve_grid`), over the
-    cells of a :class:`~itemsampling.estimators.grid.RankGrid`: the fit is
-    :func:`.distribution._fit`, the metric of a distribution :func:`metric_from_distribution` or
-    :func:`~itemsampling.estimators.grid.grid_metric`, the corrected vectors :func:`_vectors`.
-    ``prior_cache`` (a dict) shares fits between calls on the same ranks. ``pools``: ``None``, or the
-    per-user catalogue sizes (``N`` their largest; model in :mod:`.distribution`, "Per-user
-    catalogue sizes")."""
-    from .distribution import _fit
-
-    corr, dist = _split(params)
-    grid = corr.pop("grid", None)
-    replacement = corr.get("replacement", True)
-    gp = None if pools is None else np.unique(pools)  # the distinct pools, the last axis of Fh
-    if pools is not None and method not in POOL_METHODS:
-        raise ValueError(f"method {method!r} needs one n_items for every user; per-user n_items (catalogue "
-                         f"sizes) are accepted by methods {POOL_METHODS}")
-    if method not in ("sampled", "rank_estimate"):
-        from .grid import resolve_grid
-
-        grid = resolve_grid(grid, N, n, ks)
-        if grid is not None and pools is not None:
-            raise ValueError("per-user n_items (catalogue sizes) are not supported by the grid estimators; pass "
-                             "grid=False (dense estimators on the largest pool) or one n_items")
-        if grid is not None and method == "cls":
-            raise ValueError("method 'cls' has no grid version; pass grid=False for the dense estimator")
-    else:
-        grid = None  # no kernel: nothing to put on a grid
-    if not isinstance(n, int) and method not in PER_USER_SIZE_METHODS:
-        raise ValueError(f"method {method!r} needs one sample_size for every user; with per-user sample sizes "
-                         f"(adaptive sampling) use method {' or '.join(map(repr, PER_USER_SIZE_METHODS))}")
-    if method == "sampled":
-        unused = set(params) - {"replacement", "grid"}
-        if unused:
-            raise ValueError(f"method 'sampled' takes no parameters, got {sorted(unused)}")
-        if isinstance(n, int):
-            return np.array([[float(np.mean(metric_function(m, k, n)(r))) for k in ks] for m in metrics])
-        # per-user sizes: each user's sampled metric on their own list of n_u items
-        groups = [(int(size), r[n == size]) for size in np.unique(n)]
-        return np.array([[sum(float(np.sum(metric_function(m, k, size)(rs))) for size, rs in groups) / r.size
-                          for k in ks] for m in metrics])
-
-    if method in CORRECTION_METHODS:
-        if dist:
-            raise ValueError(f"unknown parameter(s) {sorted(dist)} for method {method!r}")
-        kw = dict(corr)
-        if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
-            kw["n_users"] = r.size
-        Fh = _vectors(metrics, ks, N, n, method, grid, gp, **kw)
-        return _apply(r, Fh, len(metrics), len(ks)) if gp is None else _pool_apply(r, pools, Fh)
-
-    base = method.split("_")[-1]  # mle / wmle / mes
-    if base not in _DISTRIBUTION_METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    # the key of a learnt prior (bootstrap._prior_key builds the same one over 1..N: keep in step)
-    dist_kw = dict(dist) if replacement is True else {**dist, "replacement": replacement}
-    key = (base, tuple(sorted((k, repr(v)) for k, v in dist_kw.items()))) + (() if grid is None else (grid.key(),))
-    if key not in prior_cache:
-        P = _fit(r, N, n, base, check_bool(replacement, "replacement"), dist, grid).distribution
-        prior_cache[key] = P / P.sum() if grid is None else P
-    P = prior_cache[key]
-
-    if method == base:  # plain mle / wmle / mes
-        if "gamma" in corr or "prior" in corr or "n_users" in corr:
-            raise ValueError(f"gamma, prior and n_users are not used by method {method!r}")
-        if pools is not None:  # sum_R P(R) Fbar(R), Fbar the pool-weighted metric (distribution module)
-            from .distribution import pool_metric_matrix
-
-            w = np.unique(pools, return_counts=True)[1] / r.size
-            return (P @ pool_metric_matrix(metrics, ks, N, gp, w).reshape(N, -1)).reshape(len(metrics), len(ks))
-        if grid is not None:
-            from .grid import grid_metric
-
-            return np.array([np.atleast_1d(grid_metric(P, grid, m, ks)) for m in metrics])
-        return np.array([np.atleast_1d(metric_from_distribution(P, m, ks)) for m in metrics])
-    if "prior" in corr:
-        raise ValueError(f"method {method!r} estimates its own prior; do not pass prior")
-    head = method[: -len(base) - 1]
-    kind = {"bv": "bv", "mn": "mn", "mnw": "mn_weighted"}.get(head)
-    if kind is None:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if kind == "bv":
-        if "n_users" in corr:
-            raise ValueError("n_users is not used by BV")
-        kw = {"gamma": corr.get("gamma")}
-    else:
-        if "gamma" in corr:
-            raise ValueError("gamma is not used by MN")
-        kw = {"n_users": corr.get("n_users", r.size)}
-    if kind == "mn":
-        Fh = _vectors(metrics, ks, N, n, "mn", grid, gp, prior=P, replacement=replacement, **kw)
-    else:  # BV's ranks of zero prior-predictive probability are undetermined (NaN): refused if observed
-        Fh = _vectors(metrics, ks, N, n, kind, grid, gp, prior=P, replacement=replacement, _unidentified="nan", **kw)
-        observed = np.flatnonzero(np.bincount(r, minlength=Fh.shape[0] + 1)[1:])  # the observed sampled ranks - 1
-        if np.any(np.isnan(Fh[observed])):
-            raise ValueError(f"the {base.upper()} prior gives an observed sampled rank zero probability; "
-                             "BV cannot correct it")
-        Fh = np.where(np.isnan(Fh), 0.0, Fh)  # unobserved, undetermined ranks carry no weight
-    return _apply(r, Fh, len(metrics), len(ks)) if gp is None else _pool_apply(r, pools, Fh)
-
-
-def _vectors(metrics, ks, N, n, method, grid, pools, prior=None, **kw):
-    """Corrected vectors ``(n, len(metrics), len(ks)[, len(pools)])`` of ``method`` (one of
-    :data:`~itemsampling.estimators.corrected.CORRECTION_METHODS`) over ``1..N``
-    (:func:`~itemsampling.estimators.corrected.corrected_metrics`) or on ``grid``
-    (:func:`.corrected._corrected_on_grid`; a prior over ``1..N`` becomes
-    cell masses)."""
-    if grid is None:
-        return corrected_metrics(list(metrics), ks, N, n, method, prior=prior, pools=pools, **kw)
-    from .corrected import _corrected_on_grid
-
-    if prior is not None:
-        p = np.asarray(prior, dtype=np.float64)
-        prior = grid.masses(p) if p.shape == (grid.n_items,) and grid.n_items != grid.n_cells else p
-    return _corrected_on_grid(list(metrics), ks, grid, n, method, prior=prior, **kw)
-
-
-def _prepare(sampled_ranks, n_items, sample_size, params, method=None):
-    """Validated ``(r, N, n, pools)``: ``pools`` is ``None`` for one catalogue size (or equal
-    per-user sizes), else the per-user sizes :math:`N_u` and ``N`` the largest of them."""
-    pools = None
-    if np.ndim(n_items) > 0:
-        from .distribution import _pool_reference, check_n_items
-
-        N = _pool_reference(sampled_ranks, n_items, sample_size, params.get("replacement", True), method)
-        p = check_n_items(n_items)
-        pools = None if isinstance(p, int) else p
-        n_items = N
-    N = check_int(n_items, "n_items", low=2)
-    r, n = check_sampled_ranks(sampled_ranks, N, sample_size)  # n: an int if all sizes are equal
-    if "replacement" in params:
-        check_bool(params["replacement"], "replacement")
-    if "gamma" in params and params["gamma"] is not None:
-        check_gamma(params["gamma"])
-    return r, N, n, pools
-
-
-def _ks(k):
-    seq = np.ndim(k) > 0
-    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
-    if seq and len(ks) == 0:
-        raise ValueError("k must not be an empty sequence")
-    for kk in ks:
-        if kk is not None:
-            check_int(kk, "k", low=1)
-    return seq, ks
-
-
-def _route(meth: str, params: dict) -> dict:
-    """The parameters of :func:`estimate_metrics` that method ``meth`` uses."""
-    p = {k2: v for k2, v in params.items() if k2 in _options_of(meth) or k2 == "grid"}  # each method its own
-    if meth not in ("bv", "bv_mle", "bv_mes"):
-        p.pop("gamma", None)
-    if meth == "sampled":
-        p = {}
-    elif meth in ("rank_estimate",):
-        p = {k2: v for k2, v in p.items() if k2 == "replacement"}
-    elif meth in CORRECTION_METHODS:
-        p = {k2: v for k2, v in p.items() if k2 in _CORRECTION_PARAMS}
-    else:  # mle / wmle / mes and the combinations: route the rank-distribution options
-        base = meth.split("_")[-1]
-        p.pop("prior", None)
-        for key in _DIST_ONLY:
-            if key != base:
-                for opt in _DIST_ONLY[key]:
-                    p.pop(opt, None)
-        for key in _DISTRIBUTION_METHODS:
-            own = p.pop(key, None)
-            if key == base and own:
-                p.update(own)
-    return p
-
-
-def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target, params):
-    """The ``ci`` branch of :func:`estimate_metric` (``single``) and :func:`estimate_metrics`: the
-    user bootstrap (``target="population"``) or the parametric bootstrap given the test users."""
-    if target == "test-users":
-        from .conditional import conditional_metric as one, conditional_metrics as several
-    else:
-        from .bootstrap import bootstrap_metric as one, bootstrap_metrics as several
-    return (one if single else several)(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci,
-                                        n_boot=n_boot, rng=rng, **params)
-
-
-def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=None, n_boot=200, rng=None,
-                    target="population", **params):
-    r"""Estimate the global metric :math:`T = \frac1M\sum_u F(R_u)` from sampled ranks.
-
-    Parameters
-    ----------
-    sampled_ranks : array of int
-        One rank in ``1..sample_size`` per user.
-    n_items : int or array of int
-        Catalog size :math:`N`, or one catalogue size :math:`N_u \ge n_u` per user (the pool the
-        user's target is ranked in, e.g. every item but the user's training items). The model for
-        per-user sizes (:mod:`.distribution`, "Per-user catalogue sizes"): the users' rank fractions
-        :math:`(R_u-1)/(N_u-1)` share one distribution, learnt on the grid of the largest pool (the
-        with-replacement likelihood does not involve :math:`N_u`), and the estimate is the mean over
-        users of :math:`F` at the rank in the user's own pool. Accepted by :data:`POOL_METHODS`
-        (every method but CLS) with ``replacement=True`` and the dense estimators (``grid`` not
-        used); equal sizes give exactly the one-:math:`N` result.
-    sample_size : int or array of int
-        Sampled-set size :math:`n` including the target, or one size :math:`n_u` per user
-        (adaptive sampling, TORS Sec. 6). Unequal sizes are accepted by ``"sampled"`` (each user's
-        metric on their own list of :math:`n_u` items) and ``"mle"`` (EM of TORS Appendix H, or
-        the exact MLE with ``solver="cnm"``); every other method refuses them.
-    metric : {"recall", "hr", "precision", "ndcg", "ap", "rr", "auc"}
-    k : int, None or sequence of int
-        Cut-off(s); ``None`` = untruncated. With a sequence the result is an array, and any rank
-        distribution or factorisation is computed once for all cut-offs.
-    method : str
-        ``"sampled"`` (the uncorrected sampled metric, :math:`\frac1M\sum_u F(r_u)` on the list
-        of length n); corrected metrics ``"rank_estimate"``, ``"cls"``, ``"bv"`` (needs
-        ``gamma``), ``"mn"``, ``"mn_weighted"`` (``prior`` optional, uniform by default; MN uses
-        ``n_users`` = number of sampled ranks unless given); rank distributions ``"mle"``,
-        ``"wmle"``, ``"mes"`` (:math:`\sum_R \widehat P(R)F(R)`); and ``"bv_mle"``, ``"bv_mes"``
-        (BV with ``gamma`` and prior :math:`\widehat P` from MLE / MES on the same ranks),
-        ``"mn_mle"``, ``"mn_mes"`` (MN with that prior and :math:`M` = ``len(sampled_ranks)``);
-        ``"mnw_mle"``, ``"mnw_mes"`` the same with the exactly-weighted MN variant
-        (``"mn_weighted"`` in :func:`corrected_metric`, i.e. BV with :math:`\gamma = 1/M`).
-    **params
-        ``grid``: ``None`` (default) uses the dense estimators unless the :math:`N\times n` kernel
-        would exceed 2 GiB (:data:`~itemsampling.estimators.grid.AUTO_GRID_BYTES`), and then the
-        grid estimators of :mod:`itemsampling.estimators.grid` (memory :math:`O(n\times` cells),
-        independent of :math:`N`); ``True`` always uses the grid, ``False`` never; a
-        :class:`~itemsampling.estimators.grid.RankGrid` uses that grid. ``"sampled"`` and
-        ``"rank_estimate"`` need no kernel and ignore it; ``"cls"`` has no grid version.
-        ``gamma``, ``prior``, ``n_users``, ``replacement`` go to the corrected metric; every other
-        parameter (e.g. ``eta`` for MES, ``C`` / weighting for WMLE, solver tolerances) goes to
-        :func:`estimate_rank_distribution`.
-
-    ci : float in (0, 1), optional
-        With a confidence level (e.g. 0.95) the result is a
-        :class:`~itemsampling.estimators.bootstrap.MetricEstimate` ``(estimate, low, high,
-        confidence, n_boot, method)`` whose interval is the percentile interval of a user
-        bootstrap: ``n_boot`` replicates of the users drawn with replacement, every prior
-        (``*_mle`` / ``*_mes``) re-estimated in each replicate
-        (:func:`~itemsampling.estimators.bootstrap.bootstrap_metric`).
-    n_boot : int
-        Number of bootstrap replicates (>= 10; used only with ``ci``).
-    rng : seed or numpy Generator
-        Randomness of the bootstrap (used only with ``ci``).
-    target : {"population", "test-users"}
-        What the interval is for (used only with ``ci``). ``"population"`` (default): the metric
-        of the population the test users were drawn from, by the user bootstrap above (it
-        includes the between-user variance, so it stays wide even when every item is ranked).
-        ``"test-users"``: the metric :math:`\frac1M\sum_u F(R_u)` of the evaluated users
-        themselves, whose only uncertainty is the item sampling: a parametric bootstrap of the
-        sampled ranks given the fitted MLE :math:`\widehat P(R)`
-        (:mod:`itemsampling.estimators.conditional`, derivation and assumptions there; one
-        sample size for every user). The default is ``"population"`` because it needs no model
-        of the ranks (only that the users are a random sample), it is what a comparison meant
-        to generalise to new users needs, and the model-based ``"test-users"`` interval
-        under-covers wherever the estimator's bias given the test users is not small against
-        the item-sampling noise (coverage studies in chapter 9 and the guide).
-
-    Returns
-    -------
-    float, or ndarray over the cut-offs when ``k`` is a sequence; a ``MetricEstimate`` with ``ci``.
-    """
-    from .conditional import check_target
-
-    check_target(target)
-    _warn_resolution(n_items, sample_size, k, method)
-    if ci is not None:
-        return _interval(True, sampled_ranks, n_items, sample_size, metric, k, method, ci, n_boot, rng, target, params)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params, method)
-    canonical_metric(metric)
-    seq, ks = _ks(k)
-    out = _estimate(r, N, n, [metric], ks, method, params, {}, pools)[0]
-    return out if seq else float(out[0])
-
-
-def _options_of(method: str) -> set:
-    """The keyword options a method of :data:`METHODS` uses in :func:`estimate_metrics`."""
-    if method == "sampled":
-        return {"replacement"}
-    if method == "rank_estimate":
-        return {"replacement"}
-    if method == "cls":
-        return {"prior", "replacement"}
-    if method == "bv":
-        return {"gamma", "prior", "replacement"}
-    if method in ("mn", "mn_weighted"):
-        return {"prior", "n_users", "replacement"}
-    base = method.split("_")[-1]
-    own = set(_DIST_OPTIONS[base]) | {base, "replacement"}
-    head = method[: -len(base) - 1]
-    return own | ({"gamma"} if head == "bv" else {"n_users"} if head in ("mn", "mnw") else set())
-
-
-def _check_options(params: dict, methods) -> None:
-    """Refuse, naming them, options that no requested method uses (misspelt ones included), and
-    per-method option dicts (``mle={...}``) that are not dicts or hold unknown keys."""
-    used = set().union(*(_options_of(m) for m in methods)) | {"grid"}  # every method takes grid (some ignore it)
-    known = set(_CORRECTION_PARAMS) | set(_DISTRIBUTION_METHODS) | set().union(*map(set, _DIST_OPTIONS.values()))
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {unknown} for estimate_metrics; allowed: {sorted(known)}")
-    unused = sorted(set(params) - used)
-    if unused:
-        raise ValueError(f"parameter(s) {unused} are not used by any of the methods {list(methods)}")
-    for base in _DISTRIBUTION_METHODS:
-        if base in params:
-            own = params[base]
-            if not isinstance(own, dict):
-                raise ValueError(f"{base} must be a dict of options for the {base.upper()} rank distribution, "
-                                 f"got {own!r}")
-            bad = sorted(set(own) - set(_DIST_OPTIONS[base]))
-            if bad:
-                raise ValueError(f"unknown option(s) {bad} in {base}=...; allowed: {sorted(_DIST_OPTIONS[base])}")
-    if "replacement" in params:
-        check_bool(params["replacement"], "replacement")
-
-
-def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=None, n_boot=200, rng=None,
-                     target="population", **params):
-    r"""Several metrics and methods on one set of sampled ranks.
-
-    Returns ``{method: {metric: estimate}}`` where each estimate is as :func:`estimate_metric`
-    returns it for ``k``. The rank distributions (MLE, MES, WMLE) are learnt once and shared by
-    every metric and by the BV_* / MN_* combinations, and BV / MN solve one system for all metrics
-    and cut-offs. ``params`` go to the methods that use them: ``gamma`` to the BV methods,
-    ``eta`` / ``eta_scaling`` to the MES-based ones, ``C`` / ``weight`` to the WMLE-based ones;
-    options for one rank-distribution method only can be given as a dict, e.g.
-    ``mle={"solver": "em"}``, ``mes={"solver": "cvxpy"}``.
-
-    With ``ci`` (a confidence level in (0, 1)) every estimate is a
-    :class:`~itemsampling.estimators.bootstrap.MetricEstimate` with a user-bootstrap percentile
-    interval; all methods share the same ``n_boot`` replicates drawn with ``rng``
-    (:func:`~itemsampling.estimators.bootstrap.bootstrap_metrics`). ``target="test-users"``
-    gives instead intervals for the test users' own metric, as :func:`estimate_metric` says
-    (:func:`~itemsampling.estimators.conditional.conditional_metrics`).
-    """
-    from .conditional import check_target
-
-    check_target(target)
-    _check_nonempty(metrics, "metrics", "metric")
-    _check_nonempty(methods, "methods", f"method of {METHODS}")
-    _warn_resolution(n_items, sample_size, k, methods)
-    if ci is not None:
-        return _interval(False, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target,
-                         params)
-    methods = [methods] if isinstance(methods, str) else list(methods)
-    r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params,
-                              "sampled" if set(methods) == {"sampled"} else None)
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    for m in metrics:
-        canonical_metric(m)
-    for meth in methods:
-        if meth not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {meth!r}")
-    _check_options(params, methods)
-    seq, ks = _ks(k)
-    cache: dict = {}
-    out: dict = {}
-    for meth in methods:
-        est = _estimate(r, N, n, metrics, ks, meth, _route(meth, params), cache, pools)
-        out[meth] = {m: (est[i] if seq else float(est[i, 0])) for i, m in enumerate(metrics)}
-    return out
-
-
-from .weighted import estimate_metric_weighted  # noqa: E402  (popularity-weighted decoys, Chapter 11)

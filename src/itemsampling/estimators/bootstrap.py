@@ -59,8 +59,14 @@ import numpy as np
 
 from .._validation import as_rng, check_int, check_open_unit, check_ranks
 from ..metrics import metric_function
+from .corrected import CORRECTION_METHODS, corrected_metrics
 from .distribution import (
-    PER_USER_SIZE_METHODS as _FIT_PER_USER, ConvergenceWarning, _em, check_n_items, check_sampled_ranks,
+    PER_USER_SIZE_METHODS as _FIT_PER_USER, ConvergenceWarning, _em, check_n_items, estimate_rank_distribution,
+    wmle_weights,
+)
+from .estimate import METHODS, _estimate, _ks, _point_metric, _point_metrics, _route, _split
+from .grid import (
+    _single_blas_thread, cached_kernel, check_sampled_ranks, kernel_columns, pool_metric_matrix, resolve_grid,
 )
 
 __all__ = [
@@ -160,8 +166,6 @@ def _check_n_boot(n_boot) -> int:
 def _check_method(method, sizes=None) -> None:
     """``method`` one of :data:`~itemsampling.estimators.METHODS`; with per-user ``sizes`` (an array),
     one of :data:`PER_USER_METHODS`."""
-    from . import METHODS
-
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if sizes is not None and not isinstance(sizes, int) and method not in PER_USER_METHODS:
@@ -232,6 +236,16 @@ def _check_input(sampled_ranks, n_items, sample_size, name="sampled_ranks", size
     return r, N, sizes, pools
 
 
+def _checked(N, r, sizes, pools):
+    """``(r, N, sizes, pools)`` of data validated by :func:`_check_input`, as ``estimate._prepare``
+    makes it from ``n_items = N if pools is None else pools``: equal pools are one catalogue size."""
+    if pools is None:
+        return r, N, sizes, None
+    if np.all(pools == pools[0]):
+        return r, int(pools[0]), sizes, None
+    return r, int(pools.max()), sizes, pools
+
+
 def _draw_counts(counts: np.ndarray, n_boot: int, rng) -> np.ndarray:
     """``n_boot`` multinomial resamplings of the pair counts: (n_boot, n_pairs) float64."""
     M = int(counts.sum())
@@ -299,8 +313,6 @@ def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000)
 def _kernel_columns(N, pair_sizes, pair_ranks, replacement):
     """The kernel columns of the distinct pairs, exactly as the single-fit EM uses them: columns of
     the cached dense kernel for one size, :func:`~.grid.kernel_columns` for per-user sizes."""
-    from .grid import cached_kernel, kernel_columns
-
     if np.unique(pair_sizes).size == 1:
         return np.ascontiguousarray(cached_kernel(N, int(pair_sizes[0]), bool(replacement))[:, pair_ranks - 1])
     return kernel_columns(N, pair_sizes, pair_ranks, bool(replacement))
@@ -356,8 +368,6 @@ class _Replicator:
         if base in ("mle", "wmle") and solver == "em":
             W = self.Cfit
             if base == "wmle":
-                from .distribution import wmle_weights
-
                 _check_method(base, self.sizes)
                 w = wmle_weights(int(self.sizes), dist_kw.get("weight", "ndcg"), dist_kw.get("C", 10.0))
                 W = self.Cfit * w[self.fit_ranks - 1]
@@ -371,8 +381,6 @@ class _Replicator:
                                 self.n_jobs)
             P = np.concatenate(parts, axis=0)
         else:
-            from . import estimate_rank_distribution
-
             def fit(b):
                 return estimate_rank_distribution(self._ranks(b), self.N, self._sizes(b), base, **dist_kw)
 
@@ -385,8 +393,6 @@ class _Replicator:
         r"""The corrected metric vectors :math:`\widehat F(r)` of a correction method (TORS Eq. 6;
         :func:`~.corrected.corrected_metrics` with options ``corr``, MN's :math:`M` the replicate's
         number of users): (n, n_metrics, n_ks), or (n, n_metrics, n_ks, G) over the distinct pools."""
-        from .corrected import corrected_metrics
-
         kw = dict(corr)
         if method in ("mn", "mn_weighted") and kw.get("n_users") is None:
             kw["n_users"] = int(self.M)
@@ -406,8 +412,6 @@ class _Replicator:
     def each(self, method, params, key=None, priors=None):
         """The estimator itself (``estimators._estimate``) on every replicate's users; ``priors``
         (one row per replicate, cached under ``key``) the learnt prior each replicate reuses."""
-        from . import _estimate
-
         out = np.empty((self.C.shape[0], len(self.metrics), len(self.ks)))
         for b in range(self.C.shape[0]):
             out[b] = _estimate(self._ranks(b), self.N, self._sizes(b), self.metrics, self.ks, method, params,
@@ -415,9 +419,6 @@ class _Replicator:
         return out
 
     def replicates(self, method, params):
-        from . import _split
-        from .corrected import CORRECTION_METHODS
-
         N, metrics, ks = self.N, self.metrics, self.ks
         corr, dist = _split(params)
         grid = corr.pop("grid", None)
@@ -438,8 +439,6 @@ class _Replicator:
         base = method.split("_")[-1]
         key, Pmat = self.prior(base, dist, replacement)
         if method == base and self.pair_pools is not None:  # sum_g (M_g / M) P @ F(R_g(R)) per replicate
-            from .distribution import pool_metric_matrix
-
             A = (Pmat @ pool_metric_matrix(metrics, ks, N, self.pools).reshape(N, -1)).reshape(
                 -1, len(metrics), len(ks), self.pools.size)
             return np.einsum("bmkg,bg->bmk", A, self.Cpool) / self.M
@@ -455,8 +454,6 @@ def _thread_map(fn, items, n_jobs: int) -> list:
     the whole map (its limit is process-wide, so it is set once here, not inside the workers):
     the products are memory-bound and threads only contend on shared cores. The result does not
     depend on ``n_jobs``: each item is computed exactly as in the serial loop."""
-    from .distribution import _single_blas_thread
-
     items = list(items)
     with _single_blas_thread():
         if n_jobs <= 1 or len(items) <= 1:
@@ -480,8 +477,6 @@ def _check_n_jobs(n_jobs) -> int:
 
 
 def _grid_in_use(grid, N, n, ks) -> bool:
-    from .grid import resolve_grid
-
     return resolve_grid(grid, N, n, ks) is not None
 
 
@@ -542,8 +537,6 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     r"""As :func:`itemsampling.estimators.estimate_metrics` (``{method: {metric: ...}}``), each
     value a :class:`MetricEstimate`. All methods see the *same* bootstrap replicates, and a prior
     learnt in a replicate is shared by every method and metric that uses it in that replicate."""
-    from . import _ks, _route, estimate_metric, estimate_metrics
-
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     gen = as_rng(rng)
@@ -555,9 +548,10 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     # the point estimate on all users (also validates every parameter)
     N_arg = N if pools is None else pools
     if _single:
-        est = {methods_l[0]: {metrics_l[0]: estimate_metric(r, N_arg, sizes, metrics_l[0], k, methods_l[0], **params)}}
+        est = {methods_l[0]: {metrics_l[0]: _point_metric(r, N_arg, sizes, metrics_l[0], k, methods_l[0], params,
+                                                           checked=(r, N, sizes, pools))}}
     else:
-        est = estimate_metrics(r, N_arg, sizes, metrics_l, k, methods_l, **params)
+        est = _point_metrics(r, N_arg, sizes, metrics_l, k, methods_l, params, checked=(r, N, sizes, pools))
     pair_sizes, pair_ranks, counts, _, *pp = _pair_table(r, sizes, pools)
     rep = _Replicator(N, sizes, pair_sizes, pair_ranks, _draw_counts(counts, n_boot, gen), metrics_l, ks,
                       _check_n_jobs(None), *pp)
@@ -586,8 +580,6 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     Returns a :class:`ModelComparison`: the difference, its percentile interval, the two-sided
     bootstrap p-value (:func:`bootstrap_p_value`) and whether 0 lies inside the interval.
     """
-    from . import _ks, estimate_metric
-
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     if not isinstance(paired, (bool, np.bool_)):
@@ -595,7 +587,7 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     _check_method(method)
     gen = as_rng(rng)
     ra, N, sa, pa = _check_input(sampled_ranks_a, n_items, sample_size, "sampled_ranks_a")
-    rb, _, sb, pb = _check_input(sampled_ranks_b, n_items, sample_size if sample_size_b is None else sample_size_b,
+    rb, Nb, sb, pb = _check_input(sampled_ranks_b, n_items, sample_size if sample_size_b is None else sample_size_b,
                                  "sampled_ranks_b", "sample_size" if sample_size_b is None else "sample_size_b")
     if paired and ra.size != rb.size:
         raise ValueError(f"paired comparison needs one rank per user for both models: sampled_ranks_a has "
@@ -604,8 +596,8 @@ def compare_estimates(sampled_ranks_a, sampled_ranks_b, n_items, sample_size, me
     for s in (sa, sb):
         _check_method(method, s)
     seq, ks = _ks(k)
-    est_a = estimate_metric(ra, N if pa is None else pa, sa, metric, k, method, **params)
-    est_b = estimate_metric(rb, N if pb is None else pb, sb, metric, k, method, **params)
+    est_a = _point_metric(ra, N if pa is None else pa, sa, metric, k, method, params, checked=(ra, N, sa, pa))
+    est_b = _point_metric(rb, N if pb is None else pb, sb, metric, k, method, params, checked=(rb, Nb, sb, pb))
     tables = [_pair_table(ra, sa, pa), _pair_table(rb, sb, pb)]
     counts = _joint_counts(tables, n_boot, gen) if paired else [C for t in tables for C in _joint_counts([t], n_boot, gen)]
     jobs = _check_n_jobs(None)
@@ -746,8 +738,6 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
     :func:`compare_estimates` bootstraps, without refitting either model. Point estimates are
     those of :func:`~itemsampling.estimators.estimate_metrics` (identical to today's).
     """
-    from . import _ks, estimate_metrics
-
     ci = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     n_jobs = _check_n_jobs(n_jobs)
@@ -776,8 +766,8 @@ def bootstrap_models(ranks, n_items, sample_size, metrics, k, method, ci: float 
             o = order[m]
             r, s, pools = r[o], s if isinstance(s, int) else s[o], None if pools is None else pools[o]
         data[m] = (r, s, pools)
-    est = {m: estimate_metrics(data[m][0], N if data[m][2] is None else data[m][2], data[m][1], metrics_l, k,
-                               [method], **params)[method] for m in models}
+    est = {m: _point_metrics(data[m][0], N if data[m][2] is None else data[m][2], data[m][1], metrics_l, k,
+                             [method], params, checked=_checked(N, *data[m]))[method] for m in models}
     reps: dict = {}
     for group in groups:
         tables = [_pair_table(*data[m]) for m in group]

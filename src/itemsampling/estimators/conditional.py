@@ -68,21 +68,19 @@ from scipy import stats
 
 from .._validation import as_float_array, as_rng, check_bool, check_int
 from ..metrics import canonical_metric
-from .bootstrap import MetricEstimate, _check_input, _metric_values, _pair_table, check_confidence
+from ..sampling import sample_ranks
+from .bootstrap import (
+    MetricEstimate, _check_input, _check_n_boot, _grid_in_use, _metric_estimate, _metric_values, _pair_table,
+    _Replicator, check_confidence,
+)
+from .corrected import CORRECTION_METHODS
+from .distribution import estimate_rank_distribution
+from .estimate import _check_options, _ks, _point_metrics, _route, _split
+from .estimate import TARGETS, check_target  # noqa: F401  (importable from here, as before the move)
+from .grid import kernel_columns, pool_metric_matrix
 
-__all__ = ["TARGETS", "check_target", "rank_posterior", "posterior_metric_moments", "conditional_metric",
+__all__ = ["rank_posterior", "posterior_metric_moments", "conditional_metric",
            "conditional_metrics"]
-
-#: The interval targets of :func:`itemsampling.estimators.estimate_metric` (``target=``).
-TARGETS = ("population", "test-users")
-
-
-def check_target(target) -> str:
-    """``target`` must be one of :data:`TARGETS`; a clear ``ValueError`` otherwise."""
-    if isinstance(target, str) and target in TARGETS:
-        return target
-    raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-
 
 def _pairs(sampled_ranks, n_items, sample_size):
     """The validated input as the user bootstrap takes it (:func:`.bootstrap._check_input`) with its
@@ -97,8 +95,6 @@ def rank_posterior(prior, n_items, pair_sizes, pair_ranks, replacement: bool = T
     r"""Posterior :math:`\Pr(R \mid r; n) \propto P(R)\,K(r\mid R; n)` of the global rank given a
     sampled rank, for each pair ``(pair_sizes[j], pair_ranks[j])``: an ``(N, J)`` array whose
     columns sum to 1 (Bayes' rule with the kernel of :func:`~.grid.kernel_columns`)."""
-    from .grid import kernel_columns
-
     N = check_int(n_items, "n_items", low=2)
     P = as_float_array(prior, "prior")
     if P.shape != (N,) or not np.all(np.isfinite(P)) or np.any(P < 0) or P.sum() <= 0:
@@ -141,8 +137,6 @@ def _posterior_draws(post, counts, n_boot, rng):
 def _sampled_histograms(H, N, pair_size, n_boot, replacement, rng):
     """Fresh sampled ranks (one size n for all users) of the users in each global-rank histogram
     row of ``H``: (n_boot, n) counts of r* = 1..n (:func:`itemsampling.sampling.sample_ranks`)."""
-    from ..sampling import sample_ranks
-
     support = np.arange(1, N + 1)
     out = np.zeros((n_boot, pair_size))
     for b in range(n_boot):
@@ -158,8 +152,6 @@ def _pool_draws(post, col, g, Fp, n, n_boot, replacement, rng):
     user's pool ``g[u]`` (``Fp`` from :func:`.distribution.pool_metric_matrix`), and fresh
     :math:`r^*_u \mid R^*_u` (pool-free kernel): ``T*`` (n_boot, m, k) and the (n_boot, G, n)
     histograms of (pool, r*). Replicates are drawn in chunks of bounded memory."""
-    from ..sampling import sample_ranks
-
     N, M, G = post.shape[0], col.size, Fp.shape[-1]
     cdf = np.cumsum(post, axis=0)
     cdf /= cdf[-1]
@@ -187,11 +179,6 @@ def _replicate_estimates(S, N, n, metrics, ks, method, params, pools=None):
     all rows at once (:func:`~.bootstrap.batch_em`); every other method replicate by replicate. With
     per-user pools (``pools`` the G distinct sizes) ``S`` is (n_boot, G, n), one pair ``(N_g, n, r)``
     per pool and rank."""
-    from . import _route, _split
-    from .bootstrap import _grid_in_use, _Replicator
-    from .corrected import CORRECTION_METHODS
-    from .distribution import pool_metric_matrix
-
     own = _route(method, params)
     corr, dist = _split(own)
     corr.pop("grid", None)
@@ -228,9 +215,6 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
     posterior draws is the MLE of the same ranks with the options of ``mle={...}`` or of the
     ``solver``/``tol``/``max_iter`` given to an MLE method (package defaults otherwise).
     """
-    from . import _check_options, _ks, estimate_metrics, estimate_rank_distribution
-    from .bootstrap import _check_n_boot, _metric_estimate
-
     conf = check_confidence(ci, "ci")
     n_boot = _check_n_boot(n_boot)
     gen = as_rng(rng)
@@ -238,7 +222,7 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
     methods = [methods] if isinstance(methods, str) else list(methods)
     for m in metrics:
         canonical_metric(m)
-    points = estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, **params)
+    points = _point_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, params)
     _check_options(params, methods)
     seq, ks = _ks(k)
     N, n, r, ps, pr, cnt, col, pools = _pairs(sampled_ranks, n_items, sample_size)
@@ -253,8 +237,6 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
     P = P / P.sum()
     post = rank_posterior(P, N, ps, pr, replacement)
     if pools is not None:  # per-user pools: draws per pool, each user's pair col[u]
-        from .distribution import pool_metric_matrix
-
         pools, g = np.unique(pools, return_inverse=True)
         Fp = pool_metric_matrix(metrics, ks, N, pools)                              # (N, m, k, G)
         T_star, S = _pool_draws(post, col, g.reshape(-1), Fp, n, n_boot, replacement, gen)

@@ -100,12 +100,14 @@ from .._validation import as_float_array, check_bool, check_int, check_memory, c
 from ..kernel import kernel, kernel_cdf
 from ..metrics import canonical_metric, metric_function
 from .grid import (
-    _BAND_BLOCK, _BANDED_MIN_N, _banded_kernel, _blas_threads, _block_products, _cell_metric_sums,
+    RankGrid, _BAND_BLOCK, _BANDED_MIN_N, _banded_kernel, _blas_threads, _block_products, _cell_metric_sums,
     _grid_blocks_key, _gram_band_rows, _make_grid, _range_sums, _row_bands, _single_blas_thread, grid_kernel,
+    pool_metric_matrix,
 )
 
 __all__ = [
     "CORRECTION_METHODS",
+    "grid_corrected_metrics",
     "corrected_metric",
     "corrected_metrics",
     "corrected_estimate",
@@ -286,8 +288,6 @@ class _PoolTargets(_Targets):
 
     def matrix(self) -> np.ndarray:
         if self._matrix is None:
-            from .distribution import pool_metric_matrix
-
             self._matrix = pool_metric_matrix(self.names, self.ks, self.N, self.pools).reshape(self.N, -1)
         return self._matrix
 
@@ -858,3 +858,17 @@ def mse_decomposition(corrected, metric: str, k, n_items: int, prior, n_users: i
     L1 = float(p @ (mu - F) ** 2)
     L2 = float(var.sum() / M)
     return {"bias": bias, "variance": variance, "mse": bias**2 + variance, "L1": L1, "L2": L2, "bound": L1 + L2}
+
+
+# ---------------------------------------------------------------------------------------------
+# the corrected metrics on a given grid (also importable from itemsampling.estimators.grid)
+# ---------------------------------------------------------------------------------------------
+def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method: str, prior=None,
+                           n_users: int | None = None, gamma: float | None = None,
+                           replacement: bool = True, solver: str = "auto") -> np.ndarray:
+    r"""BV, MN and MNW corrected metric vectors on the grid, shape ``(n, len(metrics), len(ks))``:
+    ``prior`` holds cell masses (uniform over ranks, :math:`p_c = |c|/N`, by default); ``solver``
+    ``"auto"``, ``"dense"`` or ``"banded"``. The systems (Krichene & Rendle Eq. 25, TORS Eq. 42) and
+    the banded solver are those of :mod:`.corrected` (:func:`.corrected._corrected_on_grid`, where
+    they are derived)."""
+    return _corrected_on_grid(metrics, ks, grid, sample_size, method, prior, n_users, gamma, replacement, solver)

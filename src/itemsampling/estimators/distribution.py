@@ -8,7 +8,7 @@ off it.
 What this module holds: the fits, each written once (EM ``_em``, CNM, WMLE's weights, the MES
 Newton loop ``_mes_newton``, BV's rank-distribution baseline), the one option table
 :data:`OPTIONS` and the one fit ``_fit`` behind :func:`fit_rank_distribution`,
-:func:`~itemsampling.estimators.grid.grid_fit_rank_distribution` and the estimate path of
+:func:`~itemsampling.estimators.distribution.grid_fit_rank_distribution` and the estimate path of
 :mod:`itemsampling.estimators`; the per-user catalogue-size model (pools). They work on the kernel
 and sampled-rank statistics of :mod:`.grid` (over the global ranks ``1..N``, the exact grid, or
 over the cells of a coarser :class:`~itemsampling.estimators.grid.RankGrid`).
@@ -129,11 +129,13 @@ from .._validation import (
     as_float_array, check_bool, check_int, check_kernel, check_memory, check_probability_vector, check_ranks,
     check_sizes,
 )
-from ..metrics import canonical_metric, metric_function
-from .grid import (  # the representation: sampled-rank statistics, kernels, row blocks
-    _block_products, _blocks, _check_positive, _row_bands, _single_blas_thread, cached_kernel,
-    check_sampled_ranks, grid_kernel, kernel_columns, sampled_rank_histogram, sampled_rank_table,
+from ..metrics import metric_function
+from .corrected import corrected_metrics  # the BV baseline of P(R) is read off BV's corrected Recall@K
+from .grid import (  # the representation: sampled-rank statistics, kernels, row blocks, pool metrics
+    _block_products, _blocks, _check_grid, _rank_histogram, _check_positive, _row_bands, _single_blas_thread, cached_kernel,
+    check_sampled_ranks, grid_kernel, kernel_columns, rank_grid, sampled_rank_table,
 )
+from .grid import pool_metric_matrix, pool_rank_map, sampled_rank_histogram  # noqa: F401  (importable from here, as before)
 
 __all__ = [
     "DISTRIBUTION_METHODS",
@@ -148,8 +150,8 @@ __all__ = [
     "PER_USER_SIZE_METHODS",
     "OPTIONS",
     "check_n_items",
-    "pool_rank_map",
-    "pool_metric_matrix",
+    "grid_fit_rank_distribution",
+    "grid_mes_dual",
     "wmle_weights",
     "mes_scale",
     "mixture_log_likelihood",
@@ -622,54 +624,18 @@ def _pool_reference(sampled_ranks, n_items, sample_size, replacement, method=Non
     checking the pools against the ranks and sample sizes (and that the kernel is pool-free)."""
     r = check_ranks(sampled_ranks, "sampled_ranks")
     pools = check_n_items(n_items, r.size, sample_size if np.ndim(sample_size) == 0 else np.asarray(sample_size))
-    if not isinstance(pools, int) and method != "sampled" and not check_bool(replacement, "replacement"):
-        raise ValueError("per-user n_items (catalogue sizes) need replacement=True: without replacement the "
-                         "hypergeometric kernel depends on each pool, not only on the rank fraction; pass one "
-                         "n_items or decoys drawn with replacement")
+    _check_pool_replacement(pools, replacement, method)
     return int(np.max(pools))
 
 
-def pool_rank_map(n_items: int, pool) -> np.ndarray:
-    r"""The rank in a pool of :math:`N_u` items of each point of the common grid of rank fractions
-    :math:`t = (R-1)/(N-1)`, :math:`R = 1..N` (:math:`N` = the largest pool):
-    :math:`R_u(R) = 1 + \mathrm{round}\bigl(t\,(N_u - 1)\bigr)` (halves rounded up), an int64 array
-    of length :math:`N` onto :math:`1..N_u`; the identity when :math:`N_u = N`. With an array of
-    pools, one column per pool: shape ``(N, len(pool))``."""
-    N = check_int(n_items, "n_items", low=2)
-    if np.ndim(pool) == 0:
-        Nu = np.int64(check_int(pool, "pool", low=2, high=N))
-    else:
-        Nu = check_ranks(pool, "pool", high=N)[None, :]
-        if Nu.min() < 2:
-            raise ValueError(f"pool must hold catalogue sizes in 2..{N}, got {Nu.min()}")
-    j = np.arange(N, dtype=np.int64)[:, None] if np.ndim(pool) else np.arange(N, dtype=np.int64)
-    return 1 + (2 * j * (Nu - 1) + (N - 1)) // (2 * (N - 1))
-
-
-def pool_metric_matrix(metrics, ks, n_items: int, pools, weights=None) -> np.ndarray:
-    r""":math:`F(R_u(R))` on the common grid :math:`R = 1..N` for each distinct pool :math:`N_g` in
-    ``pools`` (:func:`pool_rank_map`): an array ``(N, len(metrics), len(ks), len(pools))``, each
-    metric evaluated in the pool's own catalogue (e.g. AUC :math:`(N_g - R_g)/(N_g - 1)`). With
-    ``weights`` (one per pool, e.g. :math:`M_g/M`) the weighted sum over the pools,
-    :math:`\bar F(R) = \sum_g w_g F_{N_g}(R_g(R))`, shape ``(N, len(metrics), len(ks))``."""
-    N = check_int(n_items, "n_items", low=2)
-    pools = np.atleast_1d(np.asarray(pools, dtype=np.int64))
-    G = 1 if weights is not None else pools.size
-    check_memory(8.0 * N * (len(metrics) * len(ks) * G + 2 * pools.size), f"metric values over {pools.size} "
-                 "catalogue sizes", "n_items")
-    Rg = pool_rank_map(N, pools)  # (N, G)
-    out = np.empty((N, len(metrics), len(ks)) + (() if weights is not None else (pools.size,)))
-    for i, m in enumerate(metrics):
-        for j, k in enumerate(ks):
-            if canonical_metric(m) == "auc" or (canonical_metric(m) == "precision" and k is None):
-                F = np.column_stack([metric_function(m, k, int(g))(Rg[:, c]) for c, g in enumerate(pools)])
-            else:  # F(R) does not involve the catalogue size: all pools in one call, and with a
-                # cut-off only the rows some pool maps to a rank <= K (the smallest pool maps highest)
-                top = N if k is None else int(np.searchsorted(Rg[:, int(np.argmin(pools))], k, side="right"))
-                F = np.zeros((N, pools.size))
-                F[:top] = metric_function(m, k, N)(Rg[:top])
-            out[:, i, j] = F if weights is None else F @ np.asarray(weights, dtype=np.float64)
-    return out
+def _check_pool_replacement(pools, replacement, method=None) -> None:
+    """Per-user catalogue sizes (``pools`` an array) need the with-replacement kernel (``method``
+    ``"sampled"`` needs no kernel)."""
+    if not isinstance(pools, int) and pools is not None and method != "sampled" \
+            and not check_bool(replacement, "replacement"):
+        raise ValueError("per-user n_items (catalogue sizes) need replacement=True: without replacement the "
+                         "hypergeometric kernel depends on each pool, not only on the rank fraction; pass one "
+                         "n_items or decoys drawn with replacement")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -792,7 +758,7 @@ def _mes_newton(K, pt, a, tol, max_iter, logw=None, cg_above=None):
     r"""The one Newton loop of the MES dual (TORS Eq. 35-36; derivation and stopping rules in
     :func:`mes_dual`): minimise :math:`f(\mu) = \log\sum_R e^{(K_O\mu)_R + \log w_R} - \mu^\top\tilde P_O
     + \frac a4\sum_{r\in O}\mu_r^2/\tilde P(r)` from :math:`\mu = 0`. ``K``: the kernel (rows: ranks, or
-    cells of widths :math:`w_R` with ``logw`` their logs, as :func:`.grid.grid_mes_dual` passes them;
+    cells of widths :math:`w_R` with ``logw`` their logs, as :func:`grid_mes_dual` passes them;
     ``None``: width 1, the dense problem), ``pt`` the sampled-rank distribution :math:`\tilde P`; ``a``,
     ``tol`` and ``max_iter`` are checked here. Steps: the Newton system factorised directly (Hessian
     over the row bands of :func:`_row_bands`) or, beyond ``cg_above`` observed ranks, solved inexactly
@@ -969,8 +935,6 @@ def bv_rank_distribution(p_tilde, n_items: int, sample_size: int, gamma: float =
     projection onto the simplex. Costs one BV factorisation and right-hand sides for all N
     cut-offs (computed ``chunk`` at a time).
     """
-    from .corrected import corrected_metrics  # lazy: the corrected-metric module
-
     N, n = check_sizes(n_items, sample_size)
     pt = check_probability_vector(p_tilde, "p_tilde", length=n)
     chunk = check_int(chunk, "chunk", low=1)
@@ -991,7 +955,7 @@ def bv_rank_distribution(p_tilde, n_items: int, sample_size: int, gamma: float =
 # ---------------------------------------------------------------------------------------------
 #: The one option table of the rank-distribution fits: method -> its options and their defaults
 #: (``None``: the solver's own default). The one fit ``_fit`` (behind :func:`fit_rank_distribution`,
-#: :func:`itemsampling.estimators.grid.grid_fit_rank_distribution` and the estimates) and
+#: :func:`itemsampling.estimators.distribution.grid_fit_rank_distribution` and the estimates) and
 #: :func:`itemsampling.estimators.estimate_metrics` read it, through :func:`_fit_options`.
 OPTIONS = {
     "mle": {"solver": "em", "tol": None, "max_iter": None},
@@ -1068,7 +1032,7 @@ def _fit(r, N: int, n, method: str, replacement: bool, params: dict, grid=None) 
         else:
             raise _solver_error(method, opts["solver"])
         return res if grid is None else _on_grid(res, grid)
-    counts = sampled_rank_histogram(r, n)
+    counts = _rank_histogram(r, n)  # r: checked by the entry point
     p_tilde = counts / counts.sum()
     if method == "bv":
         start = time.perf_counter()
@@ -1156,3 +1120,43 @@ def estimate_rank_distribution(sampled_ranks, n_items: int, sample_size, method:
         ``eta <= 0``, ``C < 1``, ``gamma`` outside [0, 1], a bad prior.
     """
     return fit_rank_distribution(sampled_ranks, n_items, sample_size, method, replacement, **params).distribution
+
+
+# ---------------------------------------------------------------------------------------------
+# the fits on a given grid (also importable from itemsampling.estimators.grid)
+# ---------------------------------------------------------------------------------------------
+def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: int = 200):
+    r"""MES (TORS Eq. 35-36) over global ranks with :math:`P` uniform within cells, solved through
+    its Lagrange dual by Newton's method: :func:`itemsampling.estimators.distribution.mes_dual` with
+    the cell widths as multiplicities,
+
+    .. math:: \min_\mu\ \log\sum_c |c|\,e^{(\bar K_O\mu)_c} - \mu^\top\tilde P_O
+              + \frac a4\sum_{r\in O}\frac{\mu_r^2}{\tilde P(r)},
+
+    (one implementation, :func:`.distribution._mes_dual_impl`, which this equals when every width
+    is 1; beyond 2,000 observed sampled ranks the Newton system is solved by conjugate gradients).
+    Returns a :class:`~itemsampling.estimators.distribution.FitResult` with the cell masses as
+    ``distribution``; ``objective`` is :math:`aH - E` with :math:`H` over ranks."""
+    with _single_blas_thread():
+        return _mes_dual_impl(p_tilde, K, a, tol, max_iter, widths=widths)
+
+
+def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str, grid=None,
+                               replacement: bool = True, **params):
+    r"""Learn the global rank distribution on a grid of cells (see the module docstring).
+
+    Parameters as :func:`itemsampling.estimators.distribution.fit_rank_distribution` for
+    ``method`` in ``("mle", "wmle", "mes")`` (MES is solved by :func:`grid_mes_dual`; per-user
+    sample sizes, one :math:`n_u` per rank, with ``"mle"`` only: one block of grid-kernel columns
+    per distinct size, TORS Appendix H, on the grid of the largest size), plus
+    ``grid``: a :class:`RankGrid` for ``n_items`` (default :func:`rank_grid` of ``(N, n)``).
+    Returns a :class:`~itemsampling.estimators.distribution.FitResult` whose ``distribution`` holds
+    the cell masses and whose ``grid`` is the grid. Memory and time per pass are :math:`O(Cn)`,
+    independent of :math:`N`; with an exact grid the result equals the dense estimator's. The fit
+    itself is the one of :func:`.distribution.fit_rank_distribution` (:func:`.distribution._fit`).
+    """
+    replacement = check_bool(replacement, "replacement")
+    N = check_int(n_items, "n_items", low=2)
+    r, n = check_sampled_ranks(sampled_ranks, N, sample_size)
+    grid = rank_grid(N, int(np.max(n))) if grid is None else _check_grid(grid, N)
+    return _fit(r, N, n, method, replacement, params, grid)

@@ -14,14 +14,17 @@ What this module holds, and how the rest of :mod:`itemsampling.estimators` uses 
   :math:`K^\top w` (:func:`_block_products`);
 * the sufficient statistics of the data (:func:`sampled_rank_histogram`, :func:`sampled_rank_table`)
   and the one validation of sampled ranks with their sample sizes (:func:`check_sampled_ranks`);
-* metrics read off cell masses (:func:`grid_metric`).
+* metrics read off cell masses (:func:`grid_metric`) and, for per-user catalogue sizes, the metric
+  of each pool on the common grid of rank fractions (:func:`pool_rank_map`, :func:`pool_metric_matrix`).
 
-Each estimator is written once, against this representation: the fits (EM, CNM, WMLE, MES) in
-:mod:`.distribution` (one fit, ``distribution._fit``), BV / MN / MNW in :mod:`.corrected` (one
-assembly ``corrected._system``, one solve ``corrected._solve_system``, products on ranks or cells),
-and the combinations in :mod:`itemsampling.estimators` (one estimate path). The functions
-:func:`grid_fit_rank_distribution`, :func:`grid_mes_dual`, :func:`grid_corrected_metrics` and
-:func:`grid_estimate_metrics` at the end are the entry points on a given grid; they call those.
+Each estimator is written once, against this representation, in the modules above it (this module
+imports none of them): the fits (EM, CNM, WMLE, MES) in :mod:`.distribution` (one fit,
+``distribution._fit``), BV / MN / MNW in :mod:`.corrected` (one assembly ``corrected._system``, one
+solve ``corrected._solve_system``, products on ranks or cells), and the combinations in
+:mod:`.estimate` (one estimate path). The entry points on a given grid live with the algorithms
+they call: ``grid_fit_rank_distribution`` and ``grid_mes_dual`` in :mod:`.distribution`,
+``grid_corrected_metrics`` in :mod:`.corrected`, ``grid_estimate_metrics`` in :mod:`.estimate`
+(all exported by :mod:`itemsampling.estimators`; ``estimators.grid.<name>`` still resolves).
 
 Why cells: the dense kernel :math:`K_{R,r} = P(r\mid R)` for every global rank :math:`R = 1..N`
 takes :math:`8Nn` bytes, 7.45 GiB at :math:`N = 10^6`, :math:`n = 1000`. But the data cannot tell
@@ -83,7 +86,7 @@ Estimators on cells
 * MES (TORS Eq. 35-36): the entropy is over global ranks, :math:`H(P) = -\sum_c w_c\log(w_c/|c|)`,
   so the dual of :func:`.distribution.mes_dual` gains the cell widths as multiplicities:
   :math:`f(\mu) = \log\sum_c |c|\,e^{(\bar K_O\mu)_c} - \mu^\top\tilde P_O + \frac a4\sum_r\mu_r^2/\tilde P(r)`
-  (:func:`grid_mes_dual`).
+  (``distribution.grid_mes_dual``).
 * BV, MN and MNW corrected metrics (Krichene & Rendle Eq. 24-26; TORS Eq. 42) with a prior
   uniform within cells: the :math:`n\times n` matrices :math:`\sum_R p(R)K_RK_R^\top` become
   :math:`\sum_c p_c \bar K_c\bar K_c^\top` (exact for width-1 cells; elsewhere the within-cell
@@ -98,7 +101,7 @@ Estimators on cells
 Costs: building :math:`\bar K` takes :math:`O(Cn)` time and memory; EM :math:`O(Cn)` per pass; MES
 :math:`O(Cn\bar b)` per Newton step (band :math:`\bar b`); BV and MN :math:`O(C\bar b^2 + n^3)` with the
 dense :math:`n\times n` Cholesky, :math:`O(C\bar b^2 + nu^2)` time and :math:`O(nu)` memory with the
-banded one that :func:`grid_corrected_metrics` takes for large :math:`n` (half-bandwidth
+banded one that ``corrected.grid_corrected_metrics`` takes for large :math:`n` (half-bandwidth
 :math:`u \approx 25\sqrt n`). None depends on :math:`N` beyond the :math:`O(\log N)` growth of :math:`C`.
 """
 
@@ -130,11 +133,8 @@ __all__ = [
     "cached_kernel",
     "kernel_columns",
     "grid_metric",
-    "grid_fit_rank_distribution",
-    "grid_mes_dual",
-    "grid_corrected_metrics",
-    "grid_estimate_metrics",
-    "GRID_METHODS",
+    "pool_rank_map",
+    "pool_metric_matrix",
 ]
 
 
@@ -334,7 +334,12 @@ def sampled_rank_histogram(sampled_ranks, sample_size: int) -> np.ndarray:
     sample_size = check_int(sample_size, "sample_size", low=2)
     r = check_ranks(sampled_ranks, "sampled_ranks", high=sample_size)
     check_memory(16.0 * sample_size, f"a histogram of {sample_size} sampled ranks", "sample_size")
-    return np.bincount(r, minlength=sample_size + 1)[1:].astype(np.float64)
+    return _rank_histogram(r, sample_size)
+
+
+def _rank_histogram(r: np.ndarray, n: int) -> np.ndarray:
+    """:func:`sampled_rank_histogram` of checked ranks ``r`` in ``1..n`` (the fits, on validated input)."""
+    return np.bincount(r, minlength=n + 1)[1:].astype(np.float64)
 
 
 def check_sampled_ranks(sampled_ranks, n_items: int, sample_size, name: str = "sampled_ranks",
@@ -778,129 +783,70 @@ def grid_metric(masses, grid: RankGrid, metric: str, k):
 
 
 # ---------------------------------------------------------------------------------------------
-# the estimators on the grid: each has one implementation, in distribution, corrected or __init__
+# metrics of per-user catalogue sizes on the common grid of rank fractions
 # ---------------------------------------------------------------------------------------------
-def grid_mes_dual(p_tilde, K, widths, a: float, tol: float = 1e-10, max_iter: int = 200):
-    r"""MES (TORS Eq. 35-36) over global ranks with :math:`P` uniform within cells, solved through
-    its Lagrange dual by Newton's method: :func:`itemsampling.estimators.distribution.mes_dual` with
-    the cell widths as multiplicities,
-
-    .. math:: \min_\mu\ \log\sum_c |c|\,e^{(\bar K_O\mu)_c} - \mu^\top\tilde P_O
-              + \frac a4\sum_{r\in O}\frac{\mu_r^2}{\tilde P(r)},
-
-    (one implementation, :func:`.distribution._mes_dual_impl`, which this equals when every width
-    is 1; beyond 2,000 observed sampled ranks the Newton system is solved by conjugate gradients).
-    Returns a :class:`~itemsampling.estimators.distribution.FitResult` with the cell masses as
-    ``distribution``; ``objective`` is :math:`aH - E` with :math:`H` over ranks."""
-    from .distribution import _mes_dual_impl
-
-    with _single_blas_thread():
-        return _mes_dual_impl(p_tilde, K, a, tol, max_iter, widths=widths)
-
-
-def grid_fit_rank_distribution(sampled_ranks, n_items: int, sample_size: int, method: str, grid=None,
-                               replacement: bool = True, **params):
-    r"""Learn the global rank distribution on a grid of cells (see the module docstring).
-
-    Parameters as :func:`itemsampling.estimators.distribution.fit_rank_distribution` for
-    ``method`` in ``("mle", "wmle", "mes")`` (MES is solved by :func:`grid_mes_dual`; per-user
-    sample sizes, one :math:`n_u` per rank, with ``"mle"`` only: one block of grid-kernel columns
-    per distinct size, TORS Appendix H, on the grid of the largest size), plus
-    ``grid``: a :class:`RankGrid` for ``n_items`` (default :func:`rank_grid` of ``(N, n)``).
-    Returns a :class:`~itemsampling.estimators.distribution.FitResult` whose ``distribution`` holds
-    the cell masses and whose ``grid`` is the grid. Memory and time per pass are :math:`O(Cn)`,
-    independent of :math:`N`; with an exact grid the result equals the dense estimator's. The fit
-    itself is the one of :func:`.distribution.fit_rank_distribution` (:func:`.distribution._fit`).
-    """
-    from .distribution import _fit
-
-    replacement = check_bool(replacement, "replacement")
+def pool_rank_map(n_items: int, pool) -> np.ndarray:
+    r"""The rank in a pool of :math:`N_u` items of each point of the common grid of rank fractions
+    :math:`t = (R-1)/(N-1)`, :math:`R = 1..N` (:math:`N` = the largest pool):
+    :math:`R_u(R) = 1 + \mathrm{round}\bigl(t\,(N_u - 1)\bigr)` (halves rounded up), an int64 array
+    of length :math:`N` onto :math:`1..N_u`; the identity when :math:`N_u = N`. With an array of
+    pools, one column per pool: shape ``(N, len(pool))``."""
     N = check_int(n_items, "n_items", low=2)
-    r, n = check_sampled_ranks(sampled_ranks, N, sample_size)
-    grid = rank_grid(N, int(np.max(n))) if grid is None else _check_grid(grid, N)
-    return _fit(r, N, n, method, replacement, params, grid)
+    if np.ndim(pool) == 0:
+        Nu = np.int64(check_int(pool, "pool", low=2, high=N))
+    else:
+        Nu = check_ranks(pool, "pool", high=N)[None, :]
+        if Nu.min() < 2:
+            raise ValueError(f"pool must hold catalogue sizes in 2..{N}, got {Nu.min()}")
+    j = np.arange(N, dtype=np.int64)[:, None] if np.ndim(pool) else np.arange(N, dtype=np.int64)
+    return 1 + (2 * j * (Nu - 1) + (N - 1)) // (2 * (N - 1))
 
 
-def grid_corrected_metrics(metrics, ks, grid: RankGrid, sample_size: int, method: str, prior=None,
-                           n_users: int | None = None, gamma: float | None = None,
-                           replacement: bool = True, solver: str = "auto") -> np.ndarray:
-    r"""BV, MN and MNW corrected metric vectors on the grid, shape ``(n, len(metrics), len(ks))``:
-    ``prior`` holds cell masses (uniform over ranks, :math:`p_c = |c|/N`, by default); ``solver``
-    ``"auto"``, ``"dense"`` or ``"banded"``. The systems (Krichene & Rendle Eq. 25, TORS Eq. 42) and
-    the banded solver are those of :mod:`.corrected` (:func:`.corrected._corrected_on_grid`, where
-    they are derived)."""
-    from .corrected import _corrected_on_grid
-
-    return _corrected_on_grid(metrics, ks, grid, sample_size, method, prior, n_users, gamma, replacement, solver)
-
-
-GRID_METHODS = ("mle", "wmle", "mes", "bv", "mn", "mn_weighted", "bv_mle", "bv_mes", "mn_mle", "mn_mes",
-                "mnw_mle", "mnw_mes")
-
-
-def grid_estimate_metrics(sampled_ranks, n_items: int, sample_size: int, metrics, k, methods, grid=None,
-                          replacement: bool = True, gamma: float = 0.1, **params) -> dict:
-    r"""Estimate global metrics at catalogue scale: ``{method: {metric: estimate}}`` as
-    :func:`itemsampling.estimators.estimate_metrics` returns it, every method on the grid.
-
-    ``methods`` from :data:`GRID_METHODS`: rank distributions ``"mle"``, ``"wmle"``, ``"mes"``
-    (:func:`grid_fit_rank_distribution`, metric by :func:`grid_metric`); corrected metrics
-    ``"bv"`` (``gamma``, default 0.1), ``"mn"``, ``"mn_weighted"`` with the uniform prior; and the
-    combinations ``"bv_mle"`` ... ``"mnw_mes"`` with the prior learnt from the same ranks. Options
-    for one rank-distribution method go as a dict (``mle={"solver": "cnm"}``, ``mes={"eta": 0.01}``).
-    ``grid`` defaults to :func:`rank_grid` of ``(N, n)`` with breaks at the cut-offs.
-    :func:`itemsampling.estimators.estimate_metrics` with ``grid=True`` routes here.
-    """
-    replacement = check_bool(replacement, "replacement")
-    N, n = check_sizes(n_items, sample_size)
-    r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
-    names = [metrics] if isinstance(metrics, str) else list(metrics)
-    for m in names:
-        canonical_metric(m)
-    methods = [methods] if isinstance(methods, str) else list(methods)
-    if not names or not methods:  # a caller's mistake, as in estimate_metrics
-        raise ValueError("metrics must name at least one metric" if not names else
-                         f"methods must name at least one method of {GRID_METHODS}")
-    for meth in methods:
-        if meth not in GRID_METHODS:
-            raise ValueError(f"method must be one of {GRID_METHODS}, got {meth!r}")
-    seq = np.ndim(k) > 0
-    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
-    if len(ks) == 0:
-        raise ValueError("k must not be an empty sequence")
-    for kk in ks:
-        if kk is not None:
-            check_int(kk, "k", low=1, high=N)
-    from . import _estimate
-    from .distribution import OPTIONS
-
-    fits = tuple(m for m in OPTIONS if m != "bv")  # the rank-distribution fits on the grid
-    unknown = set(params) - set(fits)
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {sorted(unknown)}; options of a rank-distribution method go "
-                         f"as a dict named after it, one of {fits}")
-    grid = resolve_grid(True if grid is None else grid, N, n, ks)
-
-    cache: dict = {}
-    out: dict = {}
-    for meth in methods:
-        base = meth.split("_")[-1]
-        opts = params.get(base) or {} if base in fits else {}
-        if not isinstance(opts, dict):
-            raise ValueError(f"{base} options must be a dict, got {opts!r}")
-        own = {"grid": grid, "replacement": replacement, **opts}
-        if meth in ("bv", "bv_mle", "bv_mes"):
-            own["gamma"] = gamma
-        est = _estimate(r, N, n, names, ks, meth, own, cache)
-        out[meth] = {m: (est[i] if seq else float(est[i, 0])) for i, m in enumerate(names)}
+def pool_metric_matrix(metrics, ks, n_items: int, pools, weights=None) -> np.ndarray:
+    r""":math:`F(R_u(R))` on the common grid :math:`R = 1..N` for each distinct pool :math:`N_g` in
+    ``pools`` (:func:`pool_rank_map`): an array ``(N, len(metrics), len(ks), len(pools))``, each
+    metric evaluated in the pool's own catalogue (e.g. AUC :math:`(N_g - R_g)/(N_g - 1)`). With
+    ``weights`` (one per pool, e.g. :math:`M_g/M`) the weighted sum over the pools,
+    :math:`\bar F(R) = \sum_g w_g F_{N_g}(R_g(R))`, shape ``(N, len(metrics), len(ks))``."""
+    N = check_int(n_items, "n_items", low=2)
+    pools = np.atleast_1d(np.asarray(pools, dtype=np.int64))
+    G = 1 if weights is not None else pools.size
+    check_memory(8.0 * N * (len(metrics) * len(ks) * G + 2 * pools.size), f"metric values over {pools.size} "
+                 "catalogue sizes", "n_items")
+    Rg = pool_rank_map(N, pools)  # (N, G)
+    out = np.empty((N, len(metrics), len(ks)) + (() if weights is not None else (pools.size,)))
+    for i, m in enumerate(metrics):
+        for j, k in enumerate(ks):
+            if canonical_metric(m) == "auc" or (canonical_metric(m) == "precision" and k is None):
+                F = np.column_stack([metric_function(m, k, int(g))(Rg[:, c]) for c, g in enumerate(pools)])
+            else:  # F(R) does not involve the catalogue size: all pools in one call, and with a
+                # cut-off only the rows some pool maps to a rank <= K (the smallest pool maps highest)
+                top = N if k is None else int(np.searchsorted(Rg[:, int(np.argmin(pools))], k, side="right"))
+                F = np.zeros((N, pools.size))
+                F[:top] = metric_function(m, k, N)(Rg[:top])
+            out[:, i, j] = F if weights is None else F @ np.asarray(weights, dtype=np.float64)
     return out
 
 
-def __getattr__(name):
-    """``GridFit``: a fit on the grid is a :class:`~itemsampling.estimators.distribution.FitResult`
-    with its ``grid`` set (the old name still resolves)."""
-    if name == "GridFit":
-        from .distribution import FitResult
+# ---------------------------------------------------------------------------------------------
+# old import paths of the entry points on a grid, which moved up to the modules whose algorithms they
+# call: resolved on first use by name (importlib), so that the representation imports none of them
+# ---------------------------------------------------------------------------------------------
+_MOVED = {
+    "grid_fit_rank_distribution": "itemsampling.estimators.distribution",
+    "grid_mes_dual": "itemsampling.estimators.distribution",
+    "grid_corrected_metrics": "itemsampling.estimators.corrected",
+    "grid_estimate_metrics": "itemsampling.estimators.estimate",
+    "GRID_METHODS": "itemsampling.estimators.estimate",
+    "GridFit": "itemsampling.estimators.distribution",  # a fit on the grid is a FitResult with its grid
+}
 
-        return FitResult
+
+def __getattr__(name):
+    """The names in :data:`_MOVED` (the entry points on a given grid, and ``GridFit``, now
+    :class:`~itemsampling.estimators.distribution.FitResult`) still resolve from here."""
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(_MOVED[name]), "FitResult" if name == "GridFit" else name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

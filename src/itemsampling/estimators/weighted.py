@@ -37,8 +37,8 @@ popularity, renormalised over the pool without the target). For each drawn decoy
 This module holds the estimators only. The data they take live elsewhere: the masks of the items
 above each target and the weighted decoy draws (``rank_masks``, ``draw_weighted_decoys``) in
 :mod:`itemsampling.candidates`, beside the other decoy draws; the long file of
-``python -m itemsampling estimate FILE --weighted`` (``read_weighted_file``) and that command in
-:mod:`itemsampling.cli`, beside the other file readers. The three names still import from here.
+``python -m itemsampling estimate FILE --weighted`` (``read_weighted_file``) in
+:mod:`itemsampling.inputs`, beside the other file readers, and that command in :mod:`itemsampling.cli`. The three names still import from here.
 """
 
 from __future__ import annotations
@@ -48,8 +48,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import binom
 
-from .._validation import as_rng, check_int, check_real
+from .._validation import as_rng, check_int, check_ranks, check_real
 from ..metrics import metric_function
+from .bootstrap import MetricEstimate, _check_n_boot, batch_em, check_confidence, percentile_interval
+from .distribution import _mle_em_impl
+from .grid import _single_blas_thread
 
 __all__ = [
     "WEIGHTED_METHODS",
@@ -261,8 +264,6 @@ def _em(counts, K):
     weights on the grid, stopped by the package's rule (relative log-likelihood change 1e-6), as
     ``estimate_metric(..., "mle")`` does: early stopping keeps the estimate smoother than the
     exact NPMLE, whose few support points starve the top ranks."""
-    from .distribution import _mle_em_impl, _single_blas_thread
-
     with _single_blas_thread():
         return _mle_em_impl(counts, K, tol=1e-6, max_iter=10_000).distribution
 
@@ -448,8 +449,6 @@ def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str
     :math:`\pi` *and* the ratio curve re-estimated in every replicate; percentile interval). ``k``
     may be a sequence of cut-offs (the fields are then arrays).
     """
-    from .bootstrap import MetricEstimate, _check_n_boot, check_confidence, percentile_interval
-
     if not isinstance(method, str) or method not in WEIGHTED_METHODS:
         raise ValueError(f"method must be one of {list(WEIGHTED_METHODS)}, got {method!r}")
     p, a, N, design = _prepare(decoy_probs, decoy_above, n_items, design)
@@ -473,9 +472,6 @@ def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str
     if method == "sampled":
         reps = (W @ Fs.T) / M                                                          # (B, len(ks))
     else:
-        from .bootstrap import batch_em
-        from .distribution import _single_blas_thread
-
         with _single_blas_thread():
             Ps = batch_em(np.stack([prob.counts(wb) for wb in W]), prob.K, tol=1e-6, max_iter=10_000)[0]
         reps = np.empty((n_boot, len(ks)))
@@ -504,8 +500,6 @@ def rank_only_bounds(sampled_ranks, popularity, sample_size: int, metric: str, k
         raise ValueError("popularity must be a 1-d array of positive finite weights, one per non-target item")
     N = w.size + 1
     n = check_int(sample_size, "sample_size", low=2)
-    from .._validation import check_ranks
-
     r = check_ranks(sampled_ranks, "sampled_ranks", high=n)
     ks, seq = _ks(k)
     pr = w / w.sum()
@@ -525,16 +519,17 @@ def rank_only_bounds(sampled_ranks, popularity, sample_size: int, metric: str, k
 # ---------------------------------------------------------------------------------------------
 # the data and file halves, moved out: still importable from here
 # ---------------------------------------------------------------------------------------------
+#: the names that moved out, and their modules: still importable from here, resolved on first use
+#: by name (importlib), so that this module imports neither the data layer nor the file readers
+_MOVED = {"rank_masks": "itemsampling.candidates", "draw_weighted_decoys": "itemsampling.candidates",
+          "read_weighted_file": "itemsampling.inputs"}
+
+
 def __getattr__(name):
     """``rank_masks`` and ``draw_weighted_decoys`` live in :mod:`itemsampling.candidates`,
-    ``read_weighted_file`` in :mod:`itemsampling.cli`; importing them from here still works,
-    resolved on first use so that this module imports neither."""
-    if name in ("rank_masks", "draw_weighted_decoys"):
-        from .. import candidates
+    ``read_weighted_file`` in :mod:`itemsampling.inputs`; importing them from here still works."""
+    if name in _MOVED:
+        import importlib
 
-        return getattr(candidates, name)
-    if name == "read_weighted_file":
-        from ..cli import read_weighted_file
-
-        return read_weighted_file
+        return getattr(importlib.import_module(_MOVED[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,139 @@
+r"""The public entry points of the estimators: :func:`estimate_metric` and :func:`estimate_metrics`,
+a point estimate (the one estimate path of :mod:`.estimate`) or, with ``ci``, an estimate with its
+interval (the user bootstrap of :mod:`.bootstrap`, ``target="population"``, or the parametric
+bootstrap given the test users of :mod:`.conditional`, ``target="test-users"``).
+
+Both are re-exported by :mod:`itemsampling.estimators`, the address to import them from. This is the
+top of the estimators' layers: nothing in :mod:`itemsampling.estimators` imports it.
+"""
+
+from __future__ import annotations
+
+from .bootstrap import bootstrap_metric, bootstrap_metrics
+from .conditional import conditional_metric, conditional_metrics
+from .estimate import METHODS, _check_nonempty, _point_metric, _point_metrics, _warn_resolution, check_target
+
+__all__ = ["estimate_metric", "estimate_metrics"]
+
+
+def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=None, n_boot=200, rng=None,
+                    target="population", **params):
+    r"""Estimate the global metric :math:`T = \frac1M\sum_u F(R_u)` from sampled ranks.
+
+    Parameters
+    ----------
+    sampled_ranks : array of int
+        One rank in ``1..sample_size`` per user.
+    n_items : int or array of int
+        Catalog size :math:`N`, or one catalogue size :math:`N_u \ge n_u` per user (the pool the
+        user's target is ranked in, e.g. every item but the user's training items). The model for
+        per-user sizes (:mod:`.distribution`, "Per-user catalogue sizes"): the users' rank fractions
+        :math:`(R_u-1)/(N_u-1)` share one distribution, learnt on the grid of the largest pool (the
+        with-replacement likelihood does not involve :math:`N_u`), and the estimate is the mean over
+        users of :math:`F` at the rank in the user's own pool. Accepted by :data:`POOL_METHODS`
+        (every method but CLS) with ``replacement=True`` and the dense estimators (``grid`` not
+        used); equal sizes give exactly the one-:math:`N` result.
+    sample_size : int or array of int
+        Sampled-set size :math:`n` including the target, or one size :math:`n_u` per user
+        (adaptive sampling, TORS Sec. 6). Unequal sizes are accepted by ``"sampled"`` (each user's
+        metric on their own list of :math:`n_u` items) and ``"mle"`` (EM of TORS Appendix H, or
+        the exact MLE with ``solver="cnm"``); every other method refuses them.
+    metric : {"recall", "hr", "precision", "ndcg", "ap", "rr", "auc"}
+    k : int, None or sequence of int
+        Cut-off(s); ``None`` = untruncated. With a sequence the result is an array, and any rank
+        distribution or factorisation is computed once for all cut-offs.
+    method : str
+        ``"sampled"`` (the uncorrected sampled metric, :math:`\frac1M\sum_u F(r_u)` on the list
+        of length n); corrected metrics ``"rank_estimate"``, ``"cls"``, ``"bv"`` (needs
+        ``gamma``), ``"mn"``, ``"mn_weighted"`` (``prior`` optional, uniform by default; MN uses
+        ``n_users`` = number of sampled ranks unless given); rank distributions ``"mle"``,
+        ``"wmle"``, ``"mes"`` (:math:`\sum_R \widehat P(R)F(R)`); and ``"bv_mle"``, ``"bv_mes"``
+        (BV with ``gamma`` and prior :math:`\widehat P` from MLE / MES on the same ranks),
+        ``"mn_mle"``, ``"mn_mes"`` (MN with that prior and :math:`M` = ``len(sampled_ranks)``);
+        ``"mnw_mle"``, ``"mnw_mes"`` the same with the exactly-weighted MN variant
+        (``"mn_weighted"`` in :func:`corrected_metric`, i.e. BV with :math:`\gamma = 1/M`).
+    **params
+        ``grid``: ``None`` (default) uses the dense estimators unless the :math:`N\times n` kernel
+        would exceed 2 GiB (:data:`~itemsampling.estimators.grid.AUTO_GRID_BYTES`), and then the
+        grid estimators of :mod:`itemsampling.estimators.grid` (memory :math:`O(n\times` cells),
+        independent of :math:`N`); ``True`` always uses the grid, ``False`` never; a
+        :class:`~itemsampling.estimators.grid.RankGrid` uses that grid. ``"sampled"`` and
+        ``"rank_estimate"`` need no kernel and ignore it; ``"cls"`` has no grid version.
+        ``gamma``, ``prior``, ``n_users``, ``replacement`` go to the corrected metric; every other
+        parameter (e.g. ``eta`` for MES, ``C`` / weighting for WMLE, solver tolerances) goes to
+        :func:`estimate_rank_distribution`.
+
+    ci : float in (0, 1), optional
+        With a confidence level (e.g. 0.95) the result is a
+        :class:`~itemsampling.estimators.bootstrap.MetricEstimate` ``(estimate, low, high,
+        confidence, n_boot, method)`` whose interval is the percentile interval of a user
+        bootstrap: ``n_boot`` replicates of the users drawn with replacement, every prior
+        (``*_mle`` / ``*_mes``) re-estimated in each replicate
+        (:func:`~itemsampling.estimators.bootstrap.bootstrap_metric`).
+    n_boot : int
+        Number of bootstrap replicates (>= 10; used only with ``ci``).
+    rng : seed or numpy Generator
+        Randomness of the bootstrap (used only with ``ci``).
+    target : {"population", "test-users"}
+        What the interval is for (used only with ``ci``). ``"population"`` (default): the metric
+        of the population the test users were drawn from, by the user bootstrap above (it
+        includes the between-user variance, so it stays wide even when every item is ranked).
+        ``"test-users"``: the metric :math:`\frac1M\sum_u F(R_u)` of the evaluated users
+        themselves, whose only uncertainty is the item sampling: a parametric bootstrap of the
+        sampled ranks given the fitted MLE :math:`\widehat P(R)`
+        (:mod:`itemsampling.estimators.conditional`, derivation and assumptions there; one
+        sample size for every user). The default is ``"population"`` because it needs no model
+        of the ranks (only that the users are a random sample), it is what a comparison meant
+        to generalise to new users needs, and the model-based ``"test-users"`` interval
+        under-covers wherever the estimator's bias given the test users is not small against
+        the item-sampling noise (coverage studies in chapter 9 and the guide).
+
+    Returns
+    -------
+    float, or ndarray over the cut-offs when ``k`` is a sequence; a ``MetricEstimate`` with ``ci``.
+    """
+    check_target(target)
+    _warn_resolution(n_items, sample_size, k, method)
+    if ci is not None:
+        return _interval(True, sampled_ranks, n_items, sample_size, metric, k, method, ci, n_boot, rng, target, params)
+    return _point_metric(sampled_ranks, n_items, sample_size, metric, k, method, params, warn=False)
+
+
+def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=None, n_boot=200, rng=None,
+                     target="population", **params):
+    r"""Several metrics and methods on one set of sampled ranks.
+
+    Returns ``{method: {metric: estimate}}`` where each estimate is as :func:`estimate_metric`
+    returns it for ``k``. The rank distributions (MLE, MES, WMLE) are learnt once and shared by
+    every metric and by the BV_* / MN_* combinations, and BV / MN solve one system for all metrics
+    and cut-offs. ``params`` go to the methods that use them: ``gamma`` to the BV methods,
+    ``eta`` / ``eta_scaling`` to the MES-based ones, ``C`` / ``weight`` to the WMLE-based ones;
+    options for one rank-distribution method only can be given as a dict, e.g.
+    ``mle={"solver": "em"}``, ``mes={"solver": "cvxpy"}``.
+
+    With ``ci`` (a confidence level in (0, 1)) every estimate is a
+    :class:`~itemsampling.estimators.bootstrap.MetricEstimate` with a user-bootstrap percentile
+    interval; all methods share the same ``n_boot`` replicates drawn with ``rng``
+    (:func:`~itemsampling.estimators.bootstrap.bootstrap_metrics`). ``target="test-users"``
+    gives instead intervals for the test users' own metric, as :func:`estimate_metric` says
+    (:func:`~itemsampling.estimators.conditional.conditional_metrics`).
+    """
+    check_target(target)
+    _check_nonempty(metrics, "metrics", "metric")
+    _check_nonempty(methods, "methods", f"method of {METHODS}")
+    _warn_resolution(n_items, sample_size, k, methods)
+    if ci is not None:
+        return _interval(False, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target,
+                         params)
+    return _point_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, params, warn=False)
+
+
+def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target, params):
+    """The ``ci`` branch of :func:`estimate_metric` (``single``) and :func:`estimate_metrics`: the
+    user bootstrap (``target="population"``) or the parametric bootstrap given the test users."""
+    if target == "test-users":
+        one, several = conditional_metric, conditional_metrics
+    else:
+        one, several = bootstrap_metric, bootstrap_metrics
+    return (one if single else several)(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci,
+                                        n_boot=n_boot, rng=rng, **params)
