@@ -47,6 +47,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import models as _models
+from ._parallel import parallel_map
 from ._validation import as_rng, check_bool, check_int, check_memory
 from .data import SimulationConfig, gini, holdout_fraction, item_counts, n_items_of, n_users_of, simulate
 from .metrics import set_metric_values, topk_metric_values
@@ -640,7 +641,9 @@ def truth_experiment(config: SimulationConfig, models=("random", "popular", "ite
 
     Every repeat draws from its own stream (``SeedSequence(rng).spawn(n_repeats)``), so the result
     is the same, bit for bit, for every ``n_jobs`` (``> 1`` or ``-1`` runs the repeats in joblib
-    worker processes). The candidate masks and relevance rows of a repeat are built once and
+    worker processes) and on a Dask cluster of any size, which runs the repeats when
+    ``$ITEMSAMPLING_SCHEDULER`` names one (:func:`itemsampling._parallel.parallel_map`). The
+    candidate masks and relevance rows of a repeat are built once and
     shared by its models; each list is the top of one partition, not of a full sort
     (:func:`evaluate_candidates`).
 
@@ -668,13 +671,7 @@ def truth_experiment(config: SimulationConfig, models=("random", "popular", "ite
         make_recommender(name)  # validates the name
     streams = np.random.SeedSequence(seed).spawn(n_repeats)
     args = (config, models, n_decoys, k, metrics, fraction)
-    if n_jobs == 1:
-        parts = (_truth_repeat(*args, rep, ss) for rep, ss in enumerate(streams))
-    else:
-        from joblib import Parallel, delayed
-
-        parts = Parallel(n_jobs=n_jobs, return_as="generator")(
-            delayed(_truth_repeat)(*args, rep, ss) for rep, ss in enumerate(streams))
+    parts = parallel_map(_truth_repeat, [(*args, rep, ss) for rep, ss in enumerate(streams)], n_jobs, generator=True)
     out = [row for part in _progress(parts, progress, "simulations", n_repeats) for row in part]
     return pd.DataFrame(out, columns=["repeat", "model", "candidates", "strategy", "metric", "M_obs", "M_truth", "bias", "gini"])
 
