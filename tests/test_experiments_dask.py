@@ -225,3 +225,40 @@ def test_a_chapter_through_the_scheduler_records_the_local_values(cluster, chapt
     import json
 
     assert json.loads((tmp_path / "dask" / "results.json").read_text())["scheduler"]["workers"] == 2
+
+
+def test_weighted_coverage_is_the_chapter_loop_with_and_without_the_cluster(cluster, monkeypatch):
+    """Chapter 11's coverage study as a library function: the chapter's loop (decoys from
+    default_rng([seed, 5, i, rep]), bootstrap from default_rng([seed, 6, i, rep])) gives the same
+    hits, estimates and widths, here, in two joblib workers and on the cluster."""
+    from itemsampling.candidates import draw_weighted_decoys, weighted_coverage
+    from itemsampling.estimators.weighted import estimate_metric_weighted
+
+    monkeypatch.delenv(E.SCHEDULER_ENV, raising=False)
+    g = np.random.default_rng(0)
+    M, NN, d = 200, 120, 15
+    w = 1.0 / np.arange(1, NN + 1)
+    above = g.random((M, NN)) < (g.random((M, 1)) * 0.2) * (w / w.max()) ** 0.5
+    excluded = np.zeros((M, NN), dtype=bool)
+    excluded[:, NN - 1] = True
+    above &= ~excluded
+    exact = float(np.mean(1.0 / np.log2(above.sum(axis=1) + 2.0) * (above.sum(axis=1) < 10)))  # NDCG@10 of R
+    seed, i, reps = 4, 1, 3
+    loop = []
+    for rep in range(reps):
+        p, a = draw_weighted_decoys(above, excluded, w, d, rng=np.random.default_rng([seed, 5, i, rep]))
+        e = estimate_metric_weighted(p, a, NN, "ndcg", 10, ci=0.95, n_boot=20, rng=np.random.default_rng([seed, 6, i, rep]))
+        loop.append((e.estimate, e.high - e.low, e.low <= exact <= e.high))
+    kw = dict(n_decoys=d, n_items=NN, metric="ndcg", k=10, exact=exact, n_repeats=reps, n_boot=20,
+              decoy_key=[seed, 5, i], boot_key=[seed, 6, i])
+    local = weighted_coverage(above, excluded, w, **kw)
+    assert local["estimates"].tolist() == [x[0] for x in loop]
+    assert local["widths"].tolist() == [x[1] for x in loop] and local["hits"].tolist() == [x[2] for x in loop]
+    for key in ("estimates", "widths", "hits"):
+        np.testing.assert_array_equal(weighted_coverage(above, excluded, w, n_jobs=2, **kw)[key], local[key])
+    monkeypatch.setenv(E.SCHEDULER_ENV, cluster.scheduler_address)
+    remote = weighted_coverage(above, excluded, w, **kw)
+    for key in ("estimates", "widths", "hits"):
+        np.testing.assert_array_equal(remote[key], local[key])
+    with pytest.raises(ValueError, match="^decoy_key must be a non-empty sequence of non-negative integers"):
+        weighted_coverage(above, excluded, w, **{**kw, "decoy_key": [-1]})
