@@ -409,6 +409,7 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
     ``estimate_metric_weighted(..., rng=seed)``'s), the group whose first model is model ``i``
     from ``numpy.random.default_rng([seed, i])``. Models on other users are compared unpaired
     (independent draws)."""
+    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators.bootstrap import bootstrap_p_value, percentile_interval
     from .estimators.weighted import bootstrap_weights, weighted_replicates
 
