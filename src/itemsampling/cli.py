@@ -40,7 +40,7 @@ and CLS with a uniform prior keep a bias that does not shrink with the number of
 guide chapter "Correcting your own evaluation" computes the comparison behind this choice.
 
 With ``--weighted``, ``FILE`` is instead a long file of popularity-weighted decoys, one row per
-decoy (:func:`read_weighted_file`), corrected by the ratio curve of Chapter 11
+decoy (:func:`itemsampling.inputs.read_weighted_file`), corrected by the ratio curve of Chapter 11
 (:func:`itemsampling.estimators.weighted.estimate_metric_weighted`).
 
 Every bad file is refused with a message naming the file, the line (CSV/TSV) or row (Parquet)

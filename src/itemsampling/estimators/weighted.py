@@ -38,7 +38,8 @@ This module holds the estimators only. The data they take live elsewhere: the ma
 above each target and the weighted decoy draws (``rank_masks``, ``draw_weighted_decoys``) in
 :mod:`itemsampling.candidates`, beside the other decoy draws; the long file of
 ``python -m itemsampling estimate FILE --weighted`` (``read_weighted_file``) in
-:mod:`itemsampling.inputs`, beside the other file readers, and that command in :mod:`itemsampling.cli`. The three names still import from here.
+:mod:`itemsampling.inputs`, beside the other file readers, and that command in
+:mod:`itemsampling.cli`. The three names still import from here.
 """
 
 from __future__ import annotations
