@@ -185,8 +185,9 @@ def test_missing_distributed_is_an_import_error_with_the_install_hint(monkeypatc
     assert parallel_map(pow, [(2, 3)]) == [8]  # without a scheduler nothing needs it
 
 
-# the recorded run times (seconds, minutes, milliseconds, the adaptive loop's share of the time)
-_TIMED = re.compile(r"second|minute|runtime|_ms$|^ch08_adaptive_share$")
+# the recorded run times (seconds, minutes, milliseconds, the adaptive loop's share of the time, the
+# extrapolated minutes of the paper's 500 simulations)
+_TIMED = re.compile(r"second|minute|runtime|_ms$|^ch08_adaptive_share$|^ch10_paper_scale_min$")
 
 
 def _values(payload):
