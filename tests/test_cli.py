@@ -306,14 +306,15 @@ def test_weighted_file(tmp_path, capsys):
                            "--n-boot", 30, "--json", "--quiet"], capsys)
     assert code == 0, err
     res = json.loads(out)
-    assert res["users"] == M and res["decoys"] == d
-    row = res["results"][0]
+    assert res["models"]["model"]["n_users"] == M and res["models"]["model"]["decoys"] == d
+    row = res["estimates"][0]
+    assert (row["metric"], row["k"], row["label"]) == ("ndcg", 10, "NDCG@10")
     ref = estimate_metric_weighted(p, a, NN, "ndcg", 10, ci=0.95, n_boot=30, rng=0)
     assert row["estimate"] == pytest.approx(ref.estimate, rel=1e-12)
     assert (row["low"], row["high"]) == pytest.approx((ref.low, ref.high), rel=1e-12)
     assert row["sampled"] == pytest.approx(estimate_metric_weighted(p, a, NN, "ndcg", 10, method="sampled"))
     code, out, _ = _run(["estimate", path, "--weighted", "--n-items", NN, "--n-boot", 20, "--quiet"], capsys)
-    assert code == 0 and "ndcg@10" in out and "recall@10" in out
+    assert code == 0 and "NDCG@10" in out and "Recall@10" in out
     lines = path.read_text().splitlines()
     for bad, fragment in [(lines[5].rsplit(",", 1)[0] + ",2", "line 6, column 'above'"),
                           ("0,1.5," + lines[5].rsplit(",", 1)[1], "line 6, column 'prob'")]:
@@ -357,3 +358,195 @@ def test_estimate_target_test_users(tmp_path):
     p = _sp.run([_sys.executable, "-m", "itemsampling", "estimate", str(f), "--n-items", "60", "--sample-size", "55",
                  "--target", "users"], capture_output=True, text=True)
     assert p.returncode == 2 and "--target" in p.stderr and "test-users" in p.stderr
+
+
+# --- issue 31, part 2: the weighted path as complete as the uniform one ----------------------------
+def _weighted_models(tmp_path, pools=False, third=False):
+    """Two models (A better than B) scored on the same 300 users with 15 popularity-weighted decoys
+    each, optionally a per-user pool size column and a third model on other users."""
+    from itemsampling.candidates import draw_weighted_decoys
+
+    rng = np.random.default_rng(0)
+    M, NN, d = 300, 120, 15
+    w = 1.0 / np.arange(1, NN + 1)
+    frames, data = [], {}
+    for i, (m, spread) in enumerate([("A", 0.1), ("B", 0.3)] + ([("C", 0.2)] if third else [])):
+        above = rng.random((M, NN)) < (rng.random((M, 1)) * spread) * (w / w.max()) ** 0.5
+        excluded = np.zeros((M, NN), dtype=bool)
+        excluded[:, NN - 1] = True
+        if pools:  # users 0..149 rank among all 120 items, the others lose 19 (training) items from the pool
+            excluded[150:, 100:NN - 1] = True
+        above &= ~excluded
+        p, a = draw_weighted_decoys(above, excluded, w, d, rng=1 + i)
+        users = np.arange(M) + (1000 if m == "C" else 0)
+        order = rng.permutation(M) if m == "B" else np.arange(M)  # B's rows in another user order
+        data[m] = (users, p, a, NN - excluded.sum(axis=1) + 1)
+        f = pd.DataFrame({"model": m, "user": np.repeat(users[order], d), "prob": p[order].ravel(),
+                          "above": a[order].ravel().astype(int)})
+        if pools:
+            f["n_items"] = np.repeat(data[m][3][order], d)
+        frames.append(f)
+    path = tmp_path / "weighted.csv"
+    pd.concat(frames).to_csv(path, index=False)
+    return path, data, NN
+
+
+def test_weighted_file_with_models_is_compared_like_the_uniform_path(tmp_path, capsys):
+    from itemsampling.estimators.bootstrap import bootstrap_p_value, percentile_interval
+    from itemsampling.estimators.weighted import bootstrap_weights, estimate_metric_weighted, weighted_replicates
+
+    path, data, NN = _weighted_models(tmp_path, third=True)
+    code, out, err = _run(["estimate", path, "--weighted", "--n-items", NN, "--metric", "ndcg", "--k", 10,
+                           "--n-boot", 40, "--seed", 3, "--json", "--quiet"], capsys)
+    assert code == 0, err
+    res = json.loads(out)
+    assert list(res["models"]) == ["A", "B", "C"] and res["weighted"] is True
+    est = {r["model"]: r for r in res["estimates"]}
+    # model A (the first group of models on the same users) draws its replicates from --seed itself:
+    # exactly estimate_metric_weighted's interval
+    users, p, a, _ = data["A"]
+    ref = estimate_metric_weighted(p, a, NN, "ndcg", 10, ci=0.95, n_boot=40, rng=3)
+    assert (est["A"]["estimate"], est["A"]["low"], est["A"]["high"]) == pytest.approx(
+        (ref.estimate, ref.low, ref.high), rel=1e-12)
+    assert est["A"]["uniform"] == pytest.approx(estimate_metric_weighted(p, a, NN, "ndcg", 10, method="uniform"))
+    # A and B share their users (in another row order): one draw, aligned by user id -> paired
+    W = bootstrap_weights(300, 40, 3)
+    ea, ra = weighted_replicates(p, a, NN, "ndcg", [10], W)
+    _, pb, ab, _ = data["B"]
+    eb, rb = weighted_replicates(pb, ab, NN, "ndcg", [10], W)  # data["B"] is in user order 0..299, as A
+    (ab_row,) = [c for c in res["comparisons"] if (c["model_a"], c["model_b"]) == ("A", "B")]
+    lo, hi = percentile_interval(ra[:, 0] - rb[:, 0], 0.95)
+    assert ab_row["paired"] is True
+    assert ab_row["difference"] == pytest.approx(ea[0] - eb[0], rel=1e-12)
+    assert (ab_row["low"], ab_row["high"]) == pytest.approx((lo, hi), rel=1e-12)
+    assert ab_row["p_value"] == pytest.approx(bootstrap_p_value(ra[:, 0] - rb[:, 0]))
+    assert ab_row["told_apart"] == (lo > 0 or hi < 0)
+    assert ab_row["verdict"] == ("A > B" if lo > 0 else "B > A" if hi < 0 else "cannot be told apart")
+    assert ab_row["told_apart"] and ab_row["verdict"] == "A > B"  # A's targets sit far higher
+    # C was scored on other users: its comparisons are unpaired (independent draws)
+    assert [c["paired"] for c in res["comparisons"] if "C" in (c["model_a"], c["model_b"])] == [False, False]
+    # the text report: the uniform path's tables, with the uniform-kernel column
+    code, out, _ = _run(["estimate", path, "--weighted", "--n-items", NN, "--metric", "ndcg", "--k", 10,
+                         "--n-boot", 40, "--seed", 3, "--quiet"], capsys)
+    assert code == 0 and "uniform kernel" in out and "Differences A - B" in out
+    assert "A  B  NDCG@10" in out and "paired" in out and "unpaired" in out
+
+
+def test_weighted_and_uniform_json_have_one_schema(tmp_path, capsys):
+    path, _, NN = _weighted_models(tmp_path)
+    code, out, err = _run(["estimate", path, "--weighted", "--n-items", NN, "--metric", "ndcg", "recall", "--k", 10,
+                           "--n-boot", 20, "--json", "--quiet"], capsys)
+    assert code == 0, err
+    weighted = json.loads(out)
+    ranks = tmp_path / "ranks.csv"
+    R = np.random.default_rng(0).integers(1, 301, 200)
+    pd.DataFrame({"model": np.repeat(["A", "B"], 100), "user": np.tile(np.arange(100), 2),
+                  "rank": sample_ranks(R, 300, 60, rng=1)}).to_csv(ranks, index=False)
+    code, out, err = _run(["estimate", ranks, "--n-items", 300, "--sample-size", 60, "--metric", "ndcg", "recall",
+                           "--k", 10, "--n-boot", 20, "--json", "--quiet"], capsys)
+    assert code == 0, err
+    uniform = json.loads(out)
+    extra = {"weighted"}  # the weighted path's own fields, beside every field of the uniform path
+    assert set(weighted) == set(uniform) | extra
+    assert set(weighted["estimates"][0]) == set(uniform["estimates"][0]) | {"uniform"}
+    assert set(weighted["comparisons"][0]) == set(uniform["comparisons"][0])
+    assert set(weighted["models"]["A"]) == set(uniform["models"]["A"]) | {"decoys"}
+    assert weighted["models"]["A"]["sample_size"] == 16 and weighted["sample_size"] == 16
+    for key in ("estimate", "low", "high", "sampled", "n_users", "label", "model", "metric", "k"):
+        assert type(weighted["estimates"][0][key]) is type(uniform["estimates"][0][key]), key
+
+
+def test_weighted_file_with_per_user_pools(tmp_path, capsys):
+    from itemsampling.estimators.weighted import estimate_metric_weighted
+
+    path, data, NN = _weighted_models(tmp_path, pools=True)
+    code, out, err = _run(["estimate", path, "--weighted", "--metric", "ndcg", "--k", 10, "--n-boot", 20,
+                           "--json", "--quiet"], capsys)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["n_items"] == "per-user"
+    assert res["models"]["A"]["n_items"] == {"min": 101, "max": 120, "mean": 110.5}
+    users, p, a, pools = data["A"]
+    assert sorted(set(pools)) == [101, 120]
+    row = [r for r in res["estimates"] if r["model"] == "A"][0]
+    ref = estimate_metric_weighted(p, a, pools, "ndcg", 10, ci=0.95, n_boot=20, rng=0)
+    assert (row["estimate"], row["low"], row["high"]) == pytest.approx((ref.estimate, ref.low, ref.high), rel=1e-12)
+    # the ratio curve reads each pool from the decoys' probabilities: per-user sizes give the estimate
+    # of their largest; the uniform kernel maps pi to R with each user's own pool (a mixture)
+    assert ref.estimate == pytest.approx(estimate_metric_weighted(p, a, 120, "ndcg", 10), rel=1e-12)
+    mixed = estimate_metric_weighted(p, a, pools, "ndcg", 10, method="uniform")
+    assert row["uniform"] == pytest.approx(mixed, rel=1e-12)
+    assert mixed != pytest.approx(estimate_metric_weighted(p, a, 120, "ndcg", 10, method="uniform"), rel=1e-6)
+    assert estimate_metric_weighted(p, a, np.full(300, 120), "ndcg", 10, method="uniform") == \
+        estimate_metric_weighted(p, a, 120, "ndcg", 10, method="uniform")
+    # one source of N, one pool size per user
+    code, _, err = _run(["estimate", path, "--weighted", "--n-items", NN, "--quiet"], capsys)
+    assert code == 2 and "per-user pool-size column 'n_items' and --n-items was given too" in err
+    lines = path.read_text().splitlines()
+    head = lines[0].split(",")
+    j = head.index("n_items")
+    bad = lines[2].split(",")
+    bad[j] = "99"
+    path.write_text("\n".join([lines[0], lines[1], ",".join(bad)] + lines[3:]) + "\n")
+    code, _, err = _run(["estimate", path, "--weighted", "--quiet"], capsys)
+    assert code == 2 and "line 3, column 'n_items'" in err and "one pool size per user" in err
+
+
+# --- issue 31, part 3: bad input on the command line ----------------------------------------------
+def _rank_file(tmp_path):
+    p = tmp_path / "ranks.csv"
+    p.write_text("rank\n1\n2\n3\n")
+    return p
+
+
+def test_estimate_reports_unreadable_files_in_one_line(tmp_path, capsys, monkeypatch):
+    good = _rank_file(tmp_path)
+    base = ["--n-items", 100, "--sample-size", 10, "--quiet", "--n-boot", 20]
+    long_name = tmp_path / ("x" * 300 + ".csv")
+    code, out, err = _run(["estimate", long_name, *base], capsys)
+    assert code == 2 and err.startswith(f"error: {long_name}") and "File name too long" in err
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = _run(["estimate", tmp_path, *base], capsys)
+    assert code == 2 and err.strip() == f"error: {tmp_path}: is a folder, not a file of sampled ranks"
+    code, _, err = _run(["estimate", tmp_path, "--weighted", "--n-items", 100, "--quiet"], capsys)
+    assert code == 2 and err.strip() == f"error: {tmp_path}: is a folder, not a file of weighted decoys"
+
+    real_open = open
+
+    def no_permission(file, *args, **kw):  # as for a file without read permission (the tests may run as root)
+        if str(file) == str(good):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kw)
+
+    monkeypatch.setattr("builtins.open", no_permission)
+    code, _, err = _run(["estimate", good, *base], capsys)
+    assert code == 2 and err.strip() == f"error: {good}: cannot be read (Permission denied)"
+
+
+def test_estimate_refuses_sizes_it_cannot_hold_naming_the_option(tmp_path, capsys, monkeypatch):
+    good = _rank_file(tmp_path)
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(8 * 2**30))
+    code, _, err = _run(["estimate", good, "--n-items", 100, "--sample-size", 10, "--quiet", "--n-boot",
+                         1_000_000_000], capsys)
+    assert code == 2 and err.strip() == ("error: 1,000,000,000 bootstrap replicates of 3 users needs 67.1 GiB of "
+                                         "memory but at most 8.0 GiB is available; reduce --n-boot")
+    code, _, err = _run(["estimate", good, "--n-items", 10**19, "--sample-size", 10, "--quiet"], capsys)
+    assert code == 2 and err.startswith("error: --n-items: n_items must be <= 4611686018427387904")
+    code, out, err = _run(["estimate", good, "--n-items", 2**62, "--sample-size", 10, "--quiet", "--n-boot", 20],
+                          capsys)
+    assert code == 0, err  # the largest catalogue the command takes
+    for seed in ("-1", "1.5", "x"):
+        with pytest.raises(SystemExit) as exc:
+            main(["estimate", str(good), "--n-items", "100", "--sample-size", "10", "--seed", seed])
+        assert exc.value.code == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"python -m itemsampling estimate: error: argument --seed: must be a non-negative integer, got {seed!r}")
+
+
+def test_estimate_into_a_closed_pipe_is_one_error_line(tmp_path):
+    good = _rank_file(tmp_path)
+    cmd = (f"{sys.executable} -m itemsampling estimate {good} --n-items 100 --sample-size 10 --quiet --n-boot 20 "
+           "| head -c 0; exit ${PIPESTATUS[0]}")
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == "error: standard output was closed before the report was written (broken pipe)"

@@ -3,6 +3,8 @@ on a local cluster it starts and on an existing one, with the same cache and res
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -87,3 +89,177 @@ def test_runner_passes_the_scheduler_option():
     _, args = run._parse(["notebooks/06-learning-rank-distribution.md", "--scheduler", "tcp://10.0.0.1:8786"])
     assert args.scheduler == "tcp://10.0.0.1:8786"
     assert run.SCHEDULER_ENV == E.SCHEDULER_ENV
+
+
+# --- issue 31, part 4: the other repeated experiments on the cluster ----------------------------
+def _catalogue_ranks():
+    g = np.random.default_rng(11)
+    # two models on N = 300 items, 400 users, ranks skewed to the top as a recommender's are
+    return {"good": np.minimum(300, 1 + g.geometric(0.05, 400)), "weak": g.integers(1, 301, 400)}
+
+
+def _same(a, b):
+    """Nested dicts / lists of arrays equal, bit for bit."""
+    if isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            _same(a[k], b[k])
+    else:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import LocalCluster
+
+    # two in-process workers, reachable over tcp (a chapter's kernel, another process, connects too)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                      dashboard_address=None) as c:
+        yield c
+
+
+def test_parallel_map_runs_in_order_on_the_cluster_and_names_an_unreachable_one(cluster, monkeypatch):
+    from itemsampling._parallel import cluster_info, parallel_map
+
+    monkeypatch.delenv(E.SCHEDULER_ENV, raising=False)
+    args = [(i, i + 1) for i in range(7)]
+    assert parallel_map(pow, args) == [i ** (i + 1) for i in range(7)]
+    assert parallel_map(pow, args, scheduler=cluster.scheduler_address) == [i ** (i + 1) for i in range(7)]
+    monkeypatch.setenv(E.SCHEDULER_ENV, cluster.scheduler_address)  # as the runner sets it
+    assert list(parallel_map(pow, args, generator=True)) == [i ** (i + 1) for i in range(7)]
+    info = cluster_info(cluster.scheduler_address)
+    assert info == {"address": cluster.scheduler_address, "workers": 2, "threads": 2}
+    with pytest.raises(ValueError, match="^scheduler must be a Dask scheduler address"):
+        parallel_map(pow, args, scheduler=" ")
+
+
+def test_catalogue_tables_are_the_same_with_and_without_the_cluster(cluster, monkeypatch):
+    from itemsampling import catalogue as C
+
+    monkeypatch.delenv(E.SCHEDULER_ENV, raising=False)
+    R = _catalogue_ranks()
+    t5 = dict(n_items=300, initial_size=10, max_size=80, fixed_size=40, n_repeats=3, ks=[5, 10], rng=3)
+    ua = dict(n_items=300, item_sizes=[20, 40], initial_size=10, max_size=80, user_counts=[50, 200],
+              combined_users=100, n_repeats=3, ks=[5, 10], metrics=("recall", "ndcg"), combined_size=40, rng=3)
+    local_t5 = C.adaptive_against_fixed(R, **t5)
+    local_ua = C.user_against_item(R, **ua)
+    two_jobs = C.user_against_item(R, n_jobs=2, **ua)  # more blocks of repeats, the same values
+    _same(local_ua, two_jobs)
+    monkeypatch.setenv(E.SCHEDULER_ENV, cluster.scheduler_address)
+    _same(local_t5, C.adaptive_against_fixed(R, **t5))
+    _same(local_ua, C.user_against_item(R, **ua))
+    _same(local_ua, C.user_against_item(R, n_jobs=2, **ua))
+    # the values are real: relative errors in %, finite, and one per repeat
+    assert set(local_t5["good"]["fixed"]) == set(C.TABLE5_FIXED)
+    assert np.all(np.isfinite(local_t5["good"]["adaptive"]))
+    assert local_ua["good"]["errors"]["recall"]["user 200"].shape == (3,)
+
+
+def test_truth_simulations_are_the_same_with_and_without_the_cluster(cluster, monkeypatch):
+    import pandas as pd
+
+    from itemsampling.candidates import truth_experiment
+    from itemsampling.data import SimulationConfig
+
+    monkeypatch.delenv(E.SCHEDULER_ENV, raising=False)
+    cfg = SimulationConfig(n_users=80, n_items=200, true_profile_mean=100, profile_median=12, seed=2)
+    kw = dict(models=("popular", "itemknn", "oracle"), n_decoys=30, k=10, metrics=("ndcg", "rr"), n_repeats=3, rng=5)
+    local = truth_experiment(cfg, **kw)
+    monkeypatch.setenv(E.SCHEDULER_ENV, cluster.scheduler_address)
+    on_cluster = truth_experiment(cfg, **kw)
+    pd.testing.assert_frame_equal(local, on_cluster, check_exact=True)
+    assert sorted(set(on_cluster["repeat"])) == [0, 1, 2]
+
+
+def test_missing_distributed_is_an_import_error_with_the_install_hint(monkeypatch):
+    import sys
+
+    from itemsampling._parallel import cluster_info, parallel_map
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    monkeypatch.delenv(E.SCHEDULER_ENV, raising=False)
+    for call in (lambda: parallel_map(pow, [(2, 3)], scheduler="tcp://127.0.0.1:1"),
+                 lambda: cluster_info("tcp://127.0.0.1:1")):
+        with pytest.raises(ImportError, match=r"pip install 'itemsampling\[dask\]'"):
+            call()
+    assert parallel_map(pow, [(2, 3)]) == [8]  # without a scheduler nothing needs it
+
+
+# the recorded run times (seconds, minutes, milliseconds, the adaptive loop's share of the time, the
+# extrapolated minutes of the paper's 500 simulations)
+_TIMED = re.compile(r"second|minute|runtime|_ms$|^ch08_adaptive_share$|^ch10_paper_scale_min$")
+
+
+def _values(payload):
+    return {k: v for k, v in payload["results"].items() if not _TIMED.search(k)}
+
+
+@pytest.mark.parametrize("chapter, params", [
+    ("08-adaptive-sampling.md",  # the catalogue section at its notebook test's parameters (Table 5 on sim-ml100k)
+     {"dataset": "synthetic", "synthetic_items": 400, "synthetic_users": 1000, "initial_size": 10, "max_size": 80,
+      "fixed_size": 40, "n_repeats": 2, "max_k": 20, "winner_ks": [5, 10], "seed": 4, "catalogues": ["sim-ml100k"],
+      "catalogue_models": ["popular", "svd8"], "catalogue_fixed_sizes": [40], "catalogue_max_size": 160,
+      "catalogue_repeats": 2, "nm_items": [200, 400], "nm_users": [300, 600], "nm_fixed_users": 300,
+      "nm_fixed_items": 400, "nm_repeats": 2, "nm_sizes": [10, 80, 40], "n_jobs": 1, "absolute_repeats": 2}),
+    ("10-candidate-sets.md",  # the truth simulations at its notebook test's parameters
+     {"dataset": "sim-ml100k", "table1_datasets": ["sim-ml100k"], "models": ["random", "popular", "itemknn"],
+      "decoy_sizes": [10, 50, 5000], "figure2_sizes": [10, 50], "truth_models": ["popular", "itemknn", "oracle"],
+      "truth_dataset": "sim-ml100k", "truth_users": 100, "truth_decoys": 50, "truth_k": 20, "truth_repeats": 3,
+      "n_jobs": 1, "rq1_boot": 200, "kernel_models": ["popular"], "kernel_sample_size": 50, "kernel_repeats": 2,
+      "sweep_zipfs": [0.0, 1.0], "sweep_models": ["popular", "itemknn"], "sweep_decoys": 50, "sweep_repeats": 2,
+      "seed": 4}),
+])
+def test_a_chapter_through_the_scheduler_records_the_local_values(cluster, chapter, params, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from itemsampling.run import run_notebook
+
+    monkeypatch.delenv(E.SCHEDULER_ENV, raising=False)
+    nb = Path(__file__).resolve().parents[1] / "notebooks" / chapter
+    local = run_notebook(nb, params, tmp_path / "local", progress=False)
+    remote = run_notebook(nb, params, tmp_path / "dask", progress=False, scheduler=cluster.scheduler_address)
+    assert local["scheduler"] is None
+    assert remote["scheduler"] == {"address": cluster.scheduler_address, "workers": 2, "threads": 2}
+    assert _values(remote) == _values(local) and len(_values(local)) > 20
+    if chapter.startswith("08"):  # Table 5 on the TORS-shaped catalogue ran on the cluster
+        assert any(k.startswith("ch08_cat") for k in _values(local))
+    import json
+
+    assert json.loads((tmp_path / "dask" / "results.json").read_text())["scheduler"]["workers"] == 2
+
+
+def test_weighted_coverage_is_the_chapter_loop_with_and_without_the_cluster(cluster, monkeypatch):
+    """Chapter 11's coverage study as a library function: the chapter's loop (decoys from
+    default_rng([seed, 5, i, rep]), bootstrap from default_rng([seed, 6, i, rep])) gives the same
+    hits, estimates and widths, here, in two joblib workers and on the cluster."""
+    from itemsampling.candidates import draw_weighted_decoys, weighted_coverage
+    from itemsampling.estimators.weighted import estimate_metric_weighted
+
+    monkeypatch.delenv(E.SCHEDULER_ENV, raising=False)
+    g = np.random.default_rng(0)
+    M, NN, d = 200, 120, 15
+    w = 1.0 / np.arange(1, NN + 1)
+    above = g.random((M, NN)) < (g.random((M, 1)) * 0.2) * (w / w.max()) ** 0.5
+    excluded = np.zeros((M, NN), dtype=bool)
+    excluded[:, NN - 1] = True
+    above &= ~excluded
+    exact = float(np.mean(1.0 / np.log2(above.sum(axis=1) + 2.0) * (above.sum(axis=1) < 10)))  # NDCG@10 of R
+    seed, i, reps = 4, 1, 3
+    loop = []
+    for rep in range(reps):
+        p, a = draw_weighted_decoys(above, excluded, w, d, rng=np.random.default_rng([seed, 5, i, rep]))
+        e = estimate_metric_weighted(p, a, NN, "ndcg", 10, ci=0.95, n_boot=20, rng=np.random.default_rng([seed, 6, i, rep]))
+        loop.append((e.estimate, e.high - e.low, e.low <= exact <= e.high))
+    kw = dict(n_decoys=d, n_items=NN, metric="ndcg", k=10, exact=exact, n_repeats=reps, n_boot=20,
+              decoy_key=[seed, 5, i], boot_key=[seed, 6, i])
+    local = weighted_coverage(above, excluded, w, **kw)
+    assert local["estimates"].tolist() == [x[0] for x in loop]
+    assert local["widths"].tolist() == [x[1] for x in loop] and local["hits"].tolist() == [x[2] for x in loop]
+    for key in ("estimates", "widths", "hits"):
+        np.testing.assert_array_equal(weighted_coverage(above, excluded, w, n_jobs=2, **kw)[key], local[key])
+    monkeypatch.setenv(E.SCHEDULER_ENV, cluster.scheduler_address)
+    remote = weighted_coverage(above, excluded, w, **kw)
+    for key in ("estimates", "widths", "hits"):
+        np.testing.assert_array_equal(remote[key], local[key])
+    with pytest.raises(ValueError, match="^decoy_key must be a non-empty sequence of non-negative integers"):
+        weighted_coverage(above, excluded, w, **{**kw, "decoy_key": [-1]})

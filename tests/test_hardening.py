@@ -5,6 +5,8 @@ intended result."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -392,3 +394,244 @@ def test_estimate_command_prints_the_resolution_note(tmp_path, capsys):
     assert note.startswith("cut-off K = 1 is below one kernel width N/(n-1) = 5.085 (N = 300, n = 60)")
     assert main(base + ["--k", "10"]) == 0
     assert "Note: " not in capsys.readouterr().out
+
+
+# --- issue 31: the last rough edges found by trying bad input --------------------------------------
+def test_ratings_csv_with_a_byte_order_mark_is_read_as_without(tmp_path):
+    from itemsampling.data import load_movielens
+
+    text = "userId,movieId,rating,timestamp\n1,10,4.0,100\n1,20,3.5,101\n2,10,5.0,102\n"
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "bom").mkdir()
+    (tmp_path / "plain" / "ratings.csv").write_bytes(text.encode("utf-8"))
+    (tmp_path / "bom" / "ratings.csv").write_bytes(text.encode("utf-8-sig"))  # as spreadsheets write it
+    assert (tmp_path / "bom" / "ratings.csv").read_bytes()[:3] == b"\xef\xbb\xbf"
+    plain, bom = load_movielens(tmp_path / "plain"), load_movielens(tmp_path / "bom")
+    assert bom.equals(plain)
+    assert bom["user"].tolist() == [0, 0, 1] and bom["item"].tolist() == [0, 1, 0]
+    assert bom["rating"].tolist() == [4.0, 3.5, 5.0] and list(bom.attrs["user_ids"]) == [1, 2]
+
+
+@pytest.mark.parametrize("bad", [123, None, 1.5, b"ratings.csv", ["ratings.csv"]])
+def test_load_movielens_and_ncf_refuse_a_path_of_another_type(bad):
+    from itemsampling.data import load_movielens, load_ncf
+
+    with pytest.raises(ValueError, match=r"^path must be a folder or file path \(a string or os.PathLike\), got"):
+        load_movielens(bad)
+    with pytest.raises(ValueError, match=r"^path must be a folder or file path"):
+        load_ncf(bad)
+
+
+_LIMITED = """
+import resource, sys
+import numpy as np, pandas as pd
+from itemsampling import models, sampling
+# hold the process to its present address space + 1.5 GiB (as a container's limit would)
+vm = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (vm + 1536 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+try:
+    {call}
+except MemoryError:
+    print("MemoryError"); sys.exit(3)
+except ValueError as exc:
+    print("ValueError:", exc); sys.exit(0)
+print("no error"); sys.exit(4)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux's")
+def test_expected_sampled_metric_refuses_before_allocating_under_a_process_memory_limit():
+    # N = 10^12, n = 10^8: three kernel rows of 10^8 doubles and their temporaries (about 12 GB)
+    # exceed a 1.5 GiB address-space limit; the check reads the limit instead of the machine's memory
+    call = "sampling.expected_sampled_metric(np.array([1, 5, 10]), 10**12, 10**8, 'ndcg', 10)"
+    proc = subprocess.run([sys.executable, "-c", _LIMITED.format(call=call)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"3 kernel row\(s\) of length sample_size = 100000000 needs 11\.\d GiB of memory but at most "
+                     r"\d\.\d GiB is available; reduce sample_size", proc.stdout), proc.stdout
+    # a request that fits the limit runs under it: n = 10^5 is E[NDCG@10] of the kernel rows
+    call = ("v = sampling.expected_sampled_metric(np.array([1, 5, 10]), 10**12, 10**5, 'ndcg', 10); "
+            "assert abs(v - 1.0) < 1e-5, v; raise ValueError('ran')")
+    proc = subprocess.run([sys.executable, "-c", _LIMITED.format(call=call)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.strip() == "ValueError: ran", proc.stdout + proc.stderr
+
+
+def test_memory_limit_is_the_smallest_of_the_machine_and_the_process_limits(monkeypatch):
+    from itemsampling import _validation as V
+
+    monkeypatch.delenv("ITEMSAMPLING_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(V, "_process_memory_caps", lambda: [3 * 2**30, 5 * 2**30])
+    assert V.memory_limit() == 3 * 2**30
+    with pytest.raises(ValueError, match=r"needs 4\.0 GiB of memory but at most 3\.0 GiB is available; reduce x"):
+        V.check_memory(4 * 2**30, "it", "x")
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(2**20))  # the variable still wins
+    assert V.memory_limit() == 2**20
+
+
+def test_als_with_a_billion_factors_is_refused_before_allocating():
+    import pandas as pd
+
+    from itemsampling import models
+
+    train = pd.DataFrame({"user": [0, 0, 1, 1], "item": [0, 1, 1, 2], "rating": [1.0] * 4, "timestamp": range(4)})
+    # (4 + 8) bytes x (2 users + 3 items) x 10^9 factors + 4 x 10^18 x 4 bytes for Y^T Y: exabytes
+    with pytest.raises(ValueError, match=r"^ALS on 2 users and 3 items with factors = 1000000000 needs .* of memory "
+                                         r"but at most .* is available; reduce factors"):
+        models.ALS(factors=10**9).fit(train)
+    with pytest.raises(ValueError, match=r"^BPR on 2 users and 3 items with factors = 1000000000000 needs"):
+        models.BPR(factors=10**12).fit(train)
+    m = models.ALS(factors=2, iterations=2, rng=0).fit(train)  # a small model still fits
+    assert m.user_factors_.shape == (2, 2) and m.item_factors_.shape == (3, 2)
+
+
+def test_winner_agreement_refuses_positions_that_are_not_a_dict():
+    from itemsampling import mapping as MP
+
+    ranks = {"A": [1, 2, 3], "B": [4, 5, 6]}
+    for bad in ([1.0], None, {}):
+        with pytest.raises(ValueError, match=r"^positions must be a non-empty dict mapping name -> array of f\(k\)"):
+            MP.winner_agreement(ranks, 100, 10, [1], bad, n_repeats=2, rng=0)
+    with pytest.raises(ValueError, match=r"^positions\['id'\] must be an array of numbers"):
+        MP.winner_agreement(ranks, 100, 10, [1], {"id": ["x"]}, n_repeats=2, rng=0)
+    # A beats B at every rank, globally and in every sampled evaluation: agreement in 2 of 2 repeats
+    out = MP.winner_agreement(ranks, 100, 10, [1], {"id": [1.0]}, n_repeats=2, rng=0)
+    assert out["id"] == {1: 2} and out["_global_winner"]["id"] == {1: "A"}
+
+
+def test_cached_kernel_checks_its_arguments():
+    from itemsampling.estimators.distribution import cached_kernel
+    from itemsampling.kernel import kernel
+
+    for args, msg in ((([10], 3), "n_items must be an integer"), ((10, 3.5), "sample_size must be an integer"),
+                      ((10, 11), "sample_size must be <= 10"), ((10, 3, "yes"), "replacement must be True or False")):
+        with pytest.raises(ValueError, match=f"^{re.escape(msg)}"):
+            cached_kernel(*args)
+    np.testing.assert_array_equal(cached_kernel(10, 3), kernel(10, 3))
+    np.testing.assert_array_equal(cached_kernel(10, 3, False), kernel(10, 3, False))
+
+
+def test_order_string_refuses_values_that_are_not_numbers():
+    from itemsampling.book import order_string
+
+    for values, name in (({"a": "x"}, "a"), ({"a": 1, "b": None}, "b"), ({"a": 1.0, "b": float("nan")}, "b"),
+                         ({"a": True, "b": 0.5}, "a")):
+        with pytest.raises(ValueError, match=rf"^values\['{name}'\] must be a finite number, got"):
+            order_string(values)
+    assert order_string({"a": 1, "b": 2.5, "c": np.float32(2.5)}) == "b = c > a"
+    assert order_string({"a": 1}) == "a"
+
+
+def test_record_refuses_a_corrupt_or_unwritable_results_file(tmp_path, monkeypatch):
+    import json
+
+    from itemsampling.book import RESULTS_ENV, record
+
+    corrupt = tmp_path / "results.json"
+    corrupt.write_text('{"x": 1')
+    monkeypatch.setenv(RESULTS_ENV, str(corrupt))
+    with pytest.raises(ValueError, match=rf"^cannot read the results file {re.escape(str(corrupt))} "
+                                         r"\(\$ITEMSAMPLING_RESULTS\): .*remove it or point"):
+        record("y", 2)
+    assert corrupt.read_text() == '{"x": 1'  # left as it was
+    corrupt.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"must hold a JSON object of recorded values, got a JSON list"):
+        record("y", 2)
+    missing = tmp_path / "no-such-folder" / "results.json"
+    monkeypatch.setenv(RESULTS_ENV, str(missing))
+    with pytest.raises(ValueError, match=rf"^cannot write the results file {re.escape(str(missing))} .*: "
+                                         "No such file or directory"):
+        record("y", 2)
+    good = tmp_path / "good.json"
+    good.write_text('{"x": 1}')
+    monkeypatch.setenv(RESULTS_ENV, str(good))
+    assert record("y", 2) == 2
+    assert json.loads(good.read_text()) == {"x": 1, "y": 2}
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".results-")] == []
+
+
+def test_run_notebook_refuses_bad_arguments_before_the_kernel(tmp_path):
+    from myst_header import MYST_HEADER
+
+    from itemsampling.run import run_notebook
+
+    nb = tmp_path / "nb.md"
+    nb.write_text(MYST_HEADER + "\n# T\n\n```{code-cell} ipython3\n:tags: [parameters]\n\nx = 1\n```\n")
+    with pytest.raises(ValueError, match=r"^parameters must be a dict of name -> value .*got str 'x=1'"):
+        run_notebook(nb, "x=1", tmp_path / "o", progress=False)
+    with pytest.raises(ValueError, match=rf"^notebook {re.escape(str(tmp_path))} is a folder"):
+        run_notebook(tmp_path, {}, tmp_path / "o", progress=False)
+    taken = tmp_path / "taken.txt"
+    taken.write_text("keep me")
+    with pytest.raises(ValueError, match=rf"^out {re.escape(str(taken))} exists and is not a folder"):
+        run_notebook(nb, {}, taken, progress=False)
+    assert taken.read_text() == "keep me"
+    for t in (0, -5, 2.5, True):
+        with pytest.raises(ValueError, match="^timeout must be"):
+            run_notebook(nb, {}, tmp_path / "o", progress=False, timeout=t)
+    assert not (tmp_path / "o").exists()  # nothing was written before the refusals
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1.5", "x"])
+def test_run_command_refuses_a_timeout_that_is_not_positive(value, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "itemsampling", "run", "1", "--timeout", value, "--out",
+                           str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        f"error: argument --timeout: must be a positive whole number of seconds, got {value!r}"), proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
+
+
+def test_compare_models_refuses_zero_variance_and_keeps_defined_cases():
+    from itemsampling import users
+
+    for a, b in (([1.0, 1, 1], [0.0, 0, 0]), ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])):
+        with pytest.raises(ValueError, match=r"^test 't' \(Welch\) is undefined when per_user_a and per_user_b both "
+                                             r"have zero variance"):
+            users.compare_models(a, b, test="t")
+        with pytest.raises(ValueError, match="^test 'paired-t' is undefined when every per-user difference"):
+            users.compare_models(a, b, test="paired-t")
+    # one constant sample is fine for Welch: t = (2/3 - 0) / sqrt(s_a^2 / 3) with s_a^2 = 1/3, t = 2
+    res = users.compare_models([1.0, 1, 0], [0.0, 0, 0], test="t")
+    assert res.statistic == pytest.approx(2.0) and 0 < res.p_value < 1
+    assert users.compare_models([1.0, 1, 1], [0.0, 0, 0], test="sign").p_value == pytest.approx(0.25)
+
+
+def test_sample_size_refuses_overflow_and_handles_many_models():
+    import math
+
+    from scipy import stats
+
+    from itemsampling import users
+
+    # 10^17 simultaneous statements: z at alpha / (2 * 10^17), from the upper tail
+    z = stats.norm.isf(0.05 / 2 / 1e17)
+    assert z == pytest.approx(8.9, abs=0.05)
+    assert users.sample_size(0.03, n_models=10**17) == math.ceil(0.25 * (z / 0.03) ** 2 * (1 - 1e-12))
+    assert users.sample_size(0.03) == 1068 and users.sample_size(0.03, n_models=10) == 2189
+    with pytest.raises(ValueError, match=r"^margin must be at least 7\.3e-155 here .* got 1e-200"):
+        users.sample_size(1e-200)
+    assert users.sample_size(1e-150) > 10**299  # still a count
+    with pytest.raises(ValueError, match=r"^n_models = 1e400 makes the Bonferroni level .* underflow"):
+        users.sample_size(0.03, n_models=10**400)
+
+
+def test_t_interval_of_values_near_the_float_limit():
+    from itemsampling import users
+
+    assert users.confidence_interval([1e308, 1e308, 1e308], method="t") == (1e308, 1e308)
+    low, high = users.confidence_interval([1e308, 0.5e308, 1e308], method="t")
+    # mean 2.5/3 e308, s = 0.5/sqrt(3) e308, t_{2, 0.975} = 4.303: the ends stay finite only scaled
+    from scipy import stats
+
+    t2 = stats.t.ppf(0.975, 2)
+    assert t2 == pytest.approx(4.303, abs=1e-3)
+    h = t2 * (0.5 / np.sqrt(3)) / np.sqrt(3)
+    assert (low, high) == pytest.approx(((2.5 / 3 - h) * 1e308, (2.5 / 3 + h) * 1e308), rel=1e-12)
+    assert np.isfinite(high) and high > 1.5e308
+    with pytest.raises(ValueError, match=r"^values are so large that the 't' interval's ends exceed the float range"):
+        users.confidence_interval([1.7e308, -1.7e308, 1.7e308], method="t")
+    # ordinary values: unchanged, bit for bit, from the unscaled formula
+    x = np.array([0.1, 0.2, 0.5])
+    h = t2 * x.std(ddof=1) / np.sqrt(3)
+    assert users.confidence_interval(x, method="t") == pytest.approx((x.mean() - h, x.mean() + h), rel=1e-14)

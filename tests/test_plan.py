@@ -143,3 +143,27 @@ def test_bad_input_is_one_error_line_and_exit_code_2(capsys, extra, message):
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
+
+
+def test_plan_prints_the_resolution_note_once_under_the_plan():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "itemsampling", "plan", "--n-items", "1000", "--n-users", "400",
+                           "--margin", "0.05", "--n-sim", "5", "--sizes", "20", "50"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr and "plan.py" not in proc.stderr  # no Python warning line
+    assert proc.stdout.count("Note: ") == 1
+    note = proc.stdout.split("Note: ")[1]
+    assert note.startswith("cut-off K = 10 is below one kernel width N/(n-1) = ")
+    assert proc.stdout.rstrip().endswith(note.rstrip())  # under the plan
+    proc = subprocess.run([sys.executable, "-m", "itemsampling", "plan", "--n-items", "1000", "--n-users", "400",
+                           "--margin", "0.05", "--n-sim", "5", "--sizes", "20", "50", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    import json
+
+    assert json.loads(proc.stdout)["notes"] == [note.strip()]
+    proc = subprocess.run([sys.executable, "-m", "itemsampling", "plan", "--n-items", "1000", "--n-users", "400",
+                           "--margin", "0.05", "--seed", "-1"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "argument --seed: must be a non-negative integer, got '-1'" in proc.stderr

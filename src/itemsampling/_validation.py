@@ -59,9 +59,35 @@ def _format_bytes(n: float) -> str:
     return f"{n:.1f} PiB"  # pragma: no cover
 
 
+def _process_memory_caps() -> list[int]:
+    """Limits on this process's memory below the machine's: the address-space and data-segment
+    rlimits (``ulimit -v`` / ``-d``) and the container's cgroup limit (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``). A container sees the host's physical memory, so without these an
+    allocation that the check accepts could still end in a raw ``MemoryError``."""
+    caps = []
+    try:
+        import resource
+
+        for which in ("RLIMIT_AS", "RLIMIT_DATA"):
+            soft = resource.getrlimit(getattr(resource, which))[0]
+            if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
+                caps.append(int(soft))
+    except (ImportError, AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
+        pass
+    for f in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = open(f).read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < 1 << 60:  # "max" or 2**63 - 4096: no limit
+            caps.append(int(text))
+    return caps
+
+
 def memory_limit() -> int:
     """The largest single allocation the package attempts, in bytes: ``$ITEMSAMPLING_MEMORY_LIMIT``
-    if set (bytes), otherwise the machine's physical memory."""
+    if set (bytes), otherwise the machine's physical memory, or less where the process is held to
+    less (an address-space rlimit, a container's cgroup limit)."""
     env = os.environ.get("ITEMSAMPLING_MEMORY_LIMIT")
     if env:
         try:
@@ -72,9 +98,10 @@ def memory_limit() -> int:
             raise ValueError(f"ITEMSAMPLING_MEMORY_LIMIT must be positive, got {env!r}")
         return value
     try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        physical = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return 1 << 40
+        physical = 1 << 40
+    return min([physical, *_process_memory_caps()])
 
 
 def check_memory(n_bytes, what: str, argument: str) -> None:

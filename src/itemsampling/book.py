@@ -79,13 +79,7 @@ def record(name: str, value):
     _RECORDED[name] = jv
     path = os.environ.get(RESULTS_ENV)
     if path:
-        p = Path(path)
-        data = json.loads(p.read_text()) if p.exists() else {}
-        data[name] = jv
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".results-", suffix=".json")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-        os.replace(tmp, p)
+        _write_record(Path(path), name, jv)
     try:  # glue into the rendered book, silently (display=False)
         from myst_nb import glue
 
@@ -94,6 +88,34 @@ def record(name: str, value):
     except Exception:  # pragma: no cover - myst_nb missing or not in a kernel
         pass
     return value
+
+
+def _write_record(p: Path, name: str, jv) -> None:
+    """Add ``name: jv`` to the results file ``p`` (``$ITEMSAMPLING_RESULTS``), atomically. A file
+    that is not a JSON object, or a folder that cannot be written, is refused with a ``ValueError``
+    naming the file and the variable (never overwritten: it may hold another run's records)."""
+    where = f"the results file {p} (${RESULTS_ENV})"
+    try:
+        data = json.loads(p.read_text()) if p.exists() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read {where}: {exc}; remove it or point {RESULTS_ENV} elsewhere") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must hold a JSON object of recorded values, got a JSON "
+                         f"{type(data).__name__}; remove it or point {RESULTS_ENV} elsewhere")
+    data[name] = jv
+    try:
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".results-", suffix=".json")
+    except OSError as exc:
+        raise ValueError(f"cannot write {where}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+        os.replace(tmp, p)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise ValueError(f"cannot write {where}: {exc.strerror or exc}") from None
+        raise
 
 
 def recorded() -> dict:
@@ -115,11 +137,14 @@ def order_string(values: dict, atol: float = 1e-9, higher_is_better: bool = True
     atol = float(atol)
     if not np.isfinite(atol) or atol < 0:
         raise ValueError(f"atol must be a finite number >= 0, got {atol}")
+    for name, val in values.items():
+        if isinstance(val, (bool, np.bool_)) or not isinstance(val, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(val):
+            raise ValueError(f"values[{name!r}] must be a finite number, got {val!r:.60}"
+                             + (" (not finite)" if isinstance(val, (float, np.floating)) else ""))
     items = sorted(values.items(), key=lambda kv: kv[1], reverse=higher_is_better)
     out = str(items[0][0])
     for (_, prev), (name, val) in zip(items, items[1:]):
-        if not (np.isfinite(val) and np.isfinite(prev)):
-            raise ValueError(f"value for {name!r} is not finite")
         out += (" = " if abs(val - prev) <= atol else " > " if higher_is_better else " < ") + str(name)
     return out
 

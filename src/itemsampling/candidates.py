@@ -47,8 +47,10 @@ import pandas as pd
 import scipy.sparse as sp
 
 from . import models as _models
+from ._parallel import parallel_map
 from ._validation import as_rng, check_bool, check_int, check_memory
 from .data import SimulationConfig, gini, holdout_fraction, item_counts, n_items_of, n_users_of, simulate
+from .estimators.weighted import estimate_metric_weighted
 from .metrics import set_metric_values, topk_metric_values
 from .ranking import _above_target_batches, _check_inputs, _train_csr
 
@@ -70,6 +72,7 @@ __all__ = [
     "evaluate_candidates",
     "decoy_experiment",
     "truth_experiment",
+    "weighted_coverage",
     "target_ranks",
     "rank_masks",
     "draw_weighted_decoys",
@@ -640,7 +643,9 @@ def truth_experiment(config: SimulationConfig, models=("random", "popular", "ite
 
     Every repeat draws from its own stream (``SeedSequence(rng).spawn(n_repeats)``), so the result
     is the same, bit for bit, for every ``n_jobs`` (``> 1`` or ``-1`` runs the repeats in joblib
-    worker processes). The candidate masks and relevance rows of a repeat are built once and
+    worker processes) and on a Dask cluster of any size, which runs the repeats when
+    ``$ITEMSAMPLING_SCHEDULER`` names one (:func:`itemsampling._parallel.parallel_map`). The
+    candidate masks and relevance rows of a repeat are built once and
     shared by its models; each list is the top of one partition, not of a full sort
     (:func:`evaluate_candidates`).
 
@@ -668,13 +673,7 @@ def truth_experiment(config: SimulationConfig, models=("random", "popular", "ite
         make_recommender(name)  # validates the name
     streams = np.random.SeedSequence(seed).spawn(n_repeats)
     args = (config, models, n_decoys, k, metrics, fraction)
-    if n_jobs == 1:
-        parts = (_truth_repeat(*args, rep, ss) for rep, ss in enumerate(streams))
-    else:
-        from joblib import Parallel, delayed
-
-        parts = Parallel(n_jobs=n_jobs, return_as="generator")(
-            delayed(_truth_repeat)(*args, rep, ss) for rep, ss in enumerate(streams))
+    parts = parallel_map(_truth_repeat, [(*args, rep, ss) for rep, ss in enumerate(streams)], n_jobs, generator=True)
     out = [row for part in _progress(parts, progress, "simulations", n_repeats) for row in part]
     return pd.DataFrame(out, columns=["repeat", "model", "candidates", "strategy", "metric", "M_obs", "M_truth", "bias", "gini"])
 
@@ -844,3 +843,41 @@ def gini_sweep(base: SimulationConfig, zipfs, models=("popular", "itemknn", "als
         for row in df.itertuples():
             out.append((z, g, row.model, row.candidates, row.value))
     return pd.DataFrame(out, columns=["zipf", "gini", "model", "candidates", "value"])
+
+
+def _coverage_repeat(above, excluded, popularity, n_decoys, n_items, metric, k, n_boot, confidence, decoy_key,
+                     boot_key, rep):
+    p, a = draw_weighted_decoys(above, excluded, popularity, n_decoys, rng=np.random.default_rng([*decoy_key, rep]))
+    e = estimate_metric_weighted(p, a, n_items, metric, k, ci=confidence, n_boot=n_boot,
+                                 rng=np.random.default_rng([*boot_key, rep]))
+    return e.estimate, e.low, e.high
+
+
+def weighted_coverage(above, excluded, popularity, n_decoys: int, n_items, metric: str, k, exact: float,
+                      n_repeats: int, n_boot: int = 100, confidence: float = 0.95, decoy_key=(0,), boot_key=(1,),
+                      n_jobs: int = 1) -> dict:
+    r"""Coverage of the ratio-curve intervals (Chapter 11's coverage study): ``n_repeats`` times,
+    draw ``n_decoys`` popularity-weighted decoys per user (:func:`draw_weighted_decoys`, with
+    replacement, repeat ``j`` from ``numpy.random.default_rng([*decoy_key, j])``), estimate the
+    metric with a ``confidence`` user-bootstrap interval
+    (:func:`itemsampling.estimators.estimate_metric_weighted`, ``n_boot`` replicates from
+    ``default_rng([*boot_key, j])``) and check whether it holds the ``exact`` value.
+
+    The repeats run in this process, in ``n_jobs`` joblib workers, or on the Dask cluster that
+    ``$ITEMSAMPLING_SCHEDULER`` names (:func:`itemsampling._parallel.parallel_map`), with the same
+    values in every case. Returns ``{"hits", "estimates", "widths"}`` arrays of length ``n_repeats``."""
+    n_repeats = check_int(n_repeats, "n_repeats", low=1)
+    n_jobs = check_int(n_jobs, "n_jobs", low=-1)
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be >= 1 or -1 (all cores), got 0")
+    keys = []
+    for name, key in (("decoy_key", decoy_key), ("boot_key", boot_key)):
+        key = list(np.atleast_1d(key).tolist())
+        if not key or not all(isinstance(x, int) and x >= 0 for x in key):
+            raise ValueError(f"{name} must be a non-empty sequence of non-negative integers (seed words), got {key!r}")
+        keys.append(key)
+    args = (np.asarray(above, dtype=bool), np.asarray(excluded, dtype=bool), np.asarray(popularity, dtype=np.float64),
+            n_decoys, n_items, metric, k, n_boot, confidence, *keys)
+    out = np.array(parallel_map(_coverage_repeat, [(*args, rep) for rep in range(n_repeats)], n_jobs), dtype=float)
+    est, low, high = out[:, 0], out[:, 1], out[:, 2]
+    return {"hits": (low <= exact) & (exact <= high), "estimates": est, "widths": high - low}

@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import estimators as est
+from ._parallel import parallel_map
 from ._validation import ResolutionWarning, check_bool, check_int, check_real
 from .data import CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, load_dataset, load_npz, stable_hash
 from .estimators.corrected import _metric_matrix
@@ -210,7 +211,9 @@ def adaptive_against_fixed(global_ranks, n_items: int, initial_size: int, max_si
 
     Repeat ``j`` of the ``i``-th model draws from ``numpy.random.default_rng([seed, i, j])``
     (``rng``: a non-negative int seed, or a Generator from which one is drawn), so the result does
-    not depend on ``n_jobs``, the number of worker processes (joblib; 1 runs in this process).
+    not depend on ``n_jobs``, the number of worker processes (joblib; 1 runs in this process), nor on
+    the Dask cluster that runs the repeats when ``$ITEMSAMPLING_SCHEDULER`` names one
+    (:func:`itemsampling._parallel.parallel_map`; ``python -m itemsampling.run ... --scheduler``).
 
     Returns ``{model: {"adaptive": (repeats,) relative errors (%), "fixed": {name: (repeats,)},
     "mean_size": (repeats,) average adaptive size}}`` (:func:`relative_error` against the exact
@@ -224,12 +227,7 @@ def adaptive_against_fixed(global_ranks, n_items: int, initial_size: int, max_si
     ranks = [np.asarray(R) for R in global_ranks.values()]
     args = [(ranks[i], N, int(initial_size), int(max_size), int(fixed_size), ks, [seed, i, j], gamma, eta, grid)
             for i, j in tasks]
-    if n_jobs == 1:
-        done = [_blas1(_one_table5_repeat, *a) for a in args]
-    else:
-        from joblib import Parallel, delayed
-
-        done = Parallel(n_jobs=n_jobs)(delayed(_blas1)(_one_table5_repeat, *a) for a in args)
+    done = parallel_map(_blas1, [(_one_table5_repeat, *a) for a in args], n_jobs)
     out = {}
     for i, m in enumerate(global_ranks):
         mine = done[i * n_repeats:(i + 1) * n_repeats]
@@ -394,7 +392,8 @@ def user_against_item(global_ranks, n_items: int, item_sizes, initial_size: int,
     ``i``-th model uses ``numpy.random.default_rng([seed, i, j, c])``, the user samples of that
     repeat ``default_rng([seed, i, j, len(item_sizes) + 2])`` (one sample per count, in the order
     of ``user_counts``); ``rng`` is a non-negative int seed or a Generator from which one is drawn.
-    The result does not depend on ``n_jobs``.
+    The result does not depend on ``n_jobs``, nor on the Dask cluster that runs the blocks when
+    ``$ITEMSAMPLING_SCHEDULER`` names one (:func:`itemsampling._parallel.parallel_map`).
 
     Returns ``{model: {"errors": {metric: {column: (n_repeats,) errors in %}}, "adaptive_size":
     (n_repeats,) average adaptive sizes}}``, columns named as above (``"user 1,000"``, ...)."""
@@ -431,12 +430,7 @@ def user_against_item(global_ranks, n_items: int, item_sizes, initial_size: int,
     tasks = [(i, c, list(range(lo, min(lo + block, n_repeats))))
              for i in range(len(ranks)) for c in range(len(columns)) for lo in range(0, n_repeats, block)]
     args = [(ranks[i], N, columns[c], [[seed, i, j, c] for j in reps], metrics, ks, eta, grid) for i, c, reps in tasks]
-    if n_jobs == 1:
-        parts = [_blas1(_item_column, *a) for a in args]
-    else:
-        from joblib import Parallel, delayed
-
-        parts = Parallel(n_jobs=n_jobs)(delayed(_blas1)(_item_column, *a) for a in args)
+    parts = parallel_map(_blas1, [(_item_column, *a) for a in args], n_jobs)
     done = [{} for _ in ranks]
     for (i, c, _), part in zip(tasks, parts):
         done[i].setdefault(names[c], []).append(part)

@@ -58,11 +58,11 @@ import warnings
 
 import numpy as np
 
-from ._validation import ResolutionWarning, as_rng
+from ._validation import ResolutionWarning, as_rng, check_memory
 # the file readers and their error live in itemsampling.inputs (documented there); still importable from here
 from .inputs import (  # noqa: F401
     COLUMN_ALIASES, FORMATS, WEIGHTED_COLUMNS, InputError, RankTable, _k_value, k_value, read_rank_file,
-    read_weighted_file,
+    read_weighted_file, read_weighted_table, seed_value,
 )
 from .metrics import METRICS, canonical_metric
 
@@ -302,8 +302,9 @@ def format_report(result: dict) -> str:
     N = result["n_items"]
     lines = [f"{result['file']}: " + (f"N = {N:,} items, " if N != "per-user" else
                                       "per-user catalogue sizes N_u (n_items column), ")
-             + (f"n = {n} sampled items per user (target included)" if n != "per-user"
-                else "per-user sample sizes (adaptive sampling)"),
+             + (f"n = {n} sampled items per user (target included)" if n not in ("per-user", "per-model")
+                else "per-user sample sizes (adaptive sampling)" if n == "per-user" else "per-model sample sizes")
+             + (", popularity-weighted decoys (ratio-curve correction, chapter 11)" if result.get("weighted") else ""),
              "  " + "; ".join(f"{m}: M = {d['n_users']:,} users" for m, d in result["models"].items()),
              f"method {result['method']}" + (f" {result['parameters']}" if result["parameters"] else "")
              + (f", {pct} user-bootstrap percentile intervals from {result['n_boot']} replicates (seed {result['seed']})"
@@ -311,10 +312,12 @@ def format_report(result: dict) -> str:
                 f", {pct} intervals for the test users' own metric (parametric bootstrap of the item sampling, "
                 f"{result['n_boot']} replicates, seed {result['seed']}); comparisons: user bootstrap"),
              ""]
-    header = ["model", "metric", "estimate", f"{pct} interval", "uncorrected"]
-    body = [[r["model"], r["label"], _fmt(r["estimate"]), f"[{_fmt(r['low'])}, {_fmt(r['high'])}]",
-             _fmt(r["sampled"])] for r in result["estimates"]]
-    lines += _columns(header, body, numeric=(2, 3, 4))
+    weighted = bool(result.get("weighted"))
+    header = ["model", "metric", "estimate", f"{pct} interval"] + (["uniform kernel"] if weighted else []) \
+        + ["uncorrected"]
+    body = [[r["model"], r["label"], _fmt(r["estimate"]), f"[{_fmt(r['low'])}, {_fmt(r['high'])}]"]
+            + ([_fmt(r["uniform"])] if weighted else []) + [_fmt(r["sampled"])] for r in result["estimates"]]
+    lines += _columns(header, body, numeric=(2, 3, 4, 5))
     if result["method"] == "auto":  # one line per model and metric@K: what auto chose and why
         lines += ["", "method auto chose, per model and metric (the worst case over the fits of P(R) of each "
                       "candidate's simulated error):"]
@@ -340,6 +343,9 @@ def format_report(result: dict) -> str:
                       "column with the same users for both models gives the narrower paired interval."]
     lines += ["", "uncorrected: the sampled metric computed on the n-item lists, for reference "
                   "(not an estimate of the global metric)."]
+    if weighted:
+        lines += ["uniform kernel: the estimate that ignores the decoys' weights (Chapter 6's MLE on the counts), "
+                  "for reference."]
     return "\n".join(lines)
 
 
@@ -407,7 +413,7 @@ def _build_parser():
     e.add_argument("--target", default="population", choices=("population", "test-users"),
                    help="what the intervals are for: the population the users were drawn from (user bootstrap, "
                         "default) or the test users' own metric (item sampling only)")
-    e.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    e.add_argument("--seed", type=seed_value, default=0, help="seed of the bootstrap, a non-negative integer (default 0)")
     e.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
     e.add_argument("--format", choices=("csv", "tsv", "parquet"), default=None,
                    help="file format (default: from the extension)")
@@ -430,47 +436,117 @@ def _build_parser():
     return p
 
 
-def estimate_weighted_file(args) -> int:
-    """``python -m itemsampling estimate FILE --weighted``: read FILE (:func:`~itemsampling.inputs.read_weighted_file`)
-    and print, for every metric and cut-off, the ratio-curve estimate with its bootstrap interval
-    beside the uniform-kernel estimate and the uncorrected sampled metric (a table, or JSON)."""
-    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
-    from .estimators.weighted import estimate_metric_weighted
+def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 200, seed: int = 0,
+                            design: str = "with_replacement", progress=None) -> dict:
+    """Ratio-curve estimates with intervals for every model, metric and cut-off of a
+    :class:`~itemsampling.inputs.WeightedTable`, and the pairwise model comparisons, in the JSON
+    schema of :func:`estimate_table` (what ``estimate --weighted --json`` prints). The fields of the
+    uniform path keep their names; the weighted path adds ``weighted`` (true), ``decoys`` per model
+    and ``uniform`` (the uniform-kernel estimate) per estimate row, and the sampling ``design`` in
+    ``parameters``.
 
+    User-bootstrap draws (:func:`~itemsampling.estimators.weighted.bootstrap_weights`): models
+    scored on the same users share one draw, aligned by user id, so their comparisons are
+    *paired*; the first such group of models draws from ``seed`` (so one model's interval is
+    ``estimate_metric_weighted(..., rng=seed)``'s), the group whose first model is model ``i``
+    from ``numpy.random.default_rng([seed, i])``. Models on other users are compared unpaired
+    (independent draws)."""
+    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
+    from .estimators.bootstrap import bootstrap_p_value, percentile_interval
+    from .estimators.weighted import bootstrap_weights, weighted_replicates
+
+    say = progress or (lambda text: None)
+    metrics = list(dict.fromkeys(canonical_metric(m) for m in metrics))
+    ks = list(dict.fromkeys(ks))
+    names = list(table.models)
+    draws, base = {}, {}
+    for i, m in enumerate(names):
+        users = table.models[m].users
+        key = tuple(sorted(users))
+        if key not in base:
+            base[key] = (users, bootstrap_weights(users.size, n_boot, seed if not base else np.random.default_rng([seed, i])))
+        ref, W = base[key]
+        pos = {u: j for j, u in enumerate(ref)}
+        draws[m] = (W[:, [pos[u] for u in users]], key)
+    rows, reps, comparisons = [], {}, []
+    t0 = time.perf_counter()
+    for m in names:
+        d = table.models[m]
+        say(f"      {m}: {d.users.size:,} users, {d.probs.shape[1]} decoys each ({n_boot} bootstrap replicates)")
+        for metric in metrics:
+            kk = [None] if metric == "auc" else ks
+            est, rep = weighted_replicates(d.probs, d.above, d.pools, metric, kk, draws[m][0], "ratio", design)
+            uni = weighted_replicates(d.probs, d.above, d.pools, metric, kk, None, "uniform", design)[0]
+            raw = weighted_replicates(d.probs, d.above, d.pools, metric, kk, None, "sampled", design)[0]
+            low, high = percentile_interval(rep, ci, axis=0)
+            for j, k in enumerate(kk):
+                reps[m, metric, k] = (float(est[j]), rep[:, j])
+                rows.append({"model": m, "metric": metric, "k": k, "label": _label(metric, k),
+                             "estimate": float(est[j]), "low": float(low[j]), "high": float(high[j]),
+                             "sampled": float(raw[j]), "n_users": int(d.users.size), "uniform": float(uni[j])})
+    for ia, a in enumerate(names):
+        for b in names[ia + 1:]:
+            paired = draws[a][1] == draws[b][1]
+            for metric in metrics:
+                for k in ([None] if metric == "auc" else ks):
+                    (ea, ra), (eb, rb) = reps[a, metric, k], reps[b, metric, k]
+                    lo, hi = (float(x) for x in percentile_interval(ra - rb, ci))
+                    diff = ea - eb
+                    apart = lo > 0 or hi < 0
+                    comparisons.append({
+                        "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
+                        "difference": diff, "low": lo, "high": hi, "p_value": bootstrap_p_value(ra - rb),
+                        "paired": bool(paired), "told_apart": bool(apart),
+                        "verdict": ((f"{a} > {b}" if diff > 0 else f"{b} > {a}") if apart else "cannot be told apart"),
+                    })
+    say(f"      done in {time.perf_counter() - t0:.1f} s")
+    sizes = {m: int(d.probs.shape[1]) + 1 for m, d in table.models.items()}
+
+    def pool_summary(pools):
+        return pools if isinstance(pools, int) else {"min": int(pools.min()), "max": int(pools.max()),
+                                                     "mean": float(pools.mean())}
+
+    return {
+        "file": table.path,
+        "n_items": table.n_items if not table.per_user_pools else "per-user",
+        "sample_size": next(iter(sizes.values())) if len(set(sizes.values())) == 1 else "per-model",
+        "method": "ratio", "parameters": {"design": design},
+        "confidence": ci, "n_boot": n_boot, "seed": seed, "target": "population",
+        "models": {m: {"n_users": int(d.users.size), "sample_size": sizes[m], "n_items": pool_summary(d.pools),
+                       "decoys": sizes[m] - 1} for m, d in table.models.items()},
+        "estimates": rows, "comparisons": comparisons, "notes": [], "weighted": True,
+    }
+
+
+def estimate_weighted_file(args) -> int:
+    """``python -m itemsampling estimate FILE --weighted``: read FILE
+    (:func:`~itemsampling.inputs.read_weighted_table`) and print, for every model, metric and
+    cut-off, the ratio-curve estimate with its bootstrap interval beside the uniform-kernel
+    estimate and the uncorrected sampled metric, and the pairwise comparisons of the models (the
+    report of the uniform path, or its JSON schema: :func:`estimate_weighted_table`)."""
     unused = [flag for flag, v in (("--sample-size", args.sample_size), ("--gamma", args.gamma), ("--eta", args.eta),
                                    ("--rank-column", args.rank_column), ("--size-column", args.size_column),
-                                   ("--model-column", args.model_column), ("--user-column", args.user_column))
+                                   ("--model-column", args.model_column), ("--user-column", args.user_column),
+                                   ("--n-items-column", args.n_items_column))
               if v is not None]
     if args.method != "mle":
         unused.append("--method")
     if unused:
         raise InputError(f"{', '.join(unused)} not used with --weighted (the file gives the decoys and their "
-                         "probabilities; the method is the ratio-curve correction)")
-    users, p, a = read_weighted_file(args.file, args.format)
-    if args.n_items < p.shape[1] + 1 and args.without_replacement:
-        raise InputError(f"--n-items must be at least the number of decoys + 1 = {p.shape[1] + 1}")
-    design = "successive" if args.without_replacement else "with_replacement"
-    if not args.quiet:
-        print(f"{args.file}: {len(users):,} users, {p.shape[1]} decoys each", file=sys.stderr, flush=True)
-    rows = []
-    for metric in args.metric:
-        for k in args.k:
-            est = estimate_metric_weighted(p, a, args.n_items, metric, k, ci=args.ci, n_boot=args.n_boot,
-                                           rng=args.seed, design=design)
-            rows.append({"metric": metric, "k": k, "estimate": est.estimate, "low": est.low, "high": est.high,
-                         "uniform": estimate_metric_weighted(p, a, args.n_items, metric, k, method="uniform"),
-                         "sampled": estimate_metric_weighted(p, a, args.n_items, metric, k, method="sampled")})
-    if args.json:
-        print(json.dumps({"users": len(users), "decoys": int(p.shape[1]), "confidence": args.ci,
-                          "n_boot": args.n_boot, "method": "ratio", "results": rows}, indent=1))
-        return 0
-    print(f"{len(users):,} users, {p.shape[1]} weighted decoys each; ratio-curve correction with "
-          f"{100 * args.ci:g}% user-bootstrap intervals ({args.n_boot} replicates)")
-    print(f"{'metric':<14}{'estimate':>10}{'interval':>22}{'uniform kernel':>16}{'uncorrected':>13}")
-    for r in rows:
-        lab = f"{r['metric']}@{r['k']}" if r["k"] is not None else r["metric"]
-        interval = f"[{r['low']:.4f}, {r['high']:.4f}]"
-        print(f"{lab:<14}{r['estimate']:>10.4f}{interval:>22}{r['uniform']:>16.4f}{r['sampled']:>13.4f}")
+                         "probabilities in the columns user, prob, above, model, n_items; the method is the "
+                         "ratio-curve correction)")
+    table = read_weighted_table(args.file, args.n_items, args.format)
+    for m, d in table.models.items():
+        smallest = d.pools if isinstance(d.pools, int) else int(d.pools.min())
+        if args.without_replacement and smallest < d.probs.shape[1] + 1:
+            raise InputError(("--n-items" if isinstance(d.pools, int) else f"{table.path}, column 'n_items'")
+                             + f" must be at least the number of decoys + 1 = {d.probs.shape[1] + 1}"
+                             + (f" (model {m!r})" if len(table.models) > 1 else "") + f", got {smallest}")
+    _check_boot_memory(args.n_boot, max(d.probs.size for d in table.models.values()))
+    progress = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    result = estimate_weighted_table(table, args.metric, args.k, args.ci, args.n_boot, args.seed,
+                                     "successive" if args.without_replacement else "with_replacement", progress)
+    _print(json.dumps(result, indent=1) if args.json else format_report(result))
     return 0
 
 
@@ -481,8 +557,6 @@ def _estimate(args) -> int:
         raise InputError(f"--n-boot must be an integer >= 2, got {args.n_boot}")
     if args.weighted and args.target != "population":
         raise InputError("--target test-users is not available with --weighted (popularity-weighted decoys)")
-    if args.weighted and args.n_items is None:
-        raise InputError("--n-items is required with --weighted")
     if args.weighted:
         return estimate_weighted_file(args)
     params = {}
@@ -502,14 +576,24 @@ def _estimate(args) -> int:
                            rank_column=args.rank_column, size_column=args.size_column,
                            model_column=args.model_column, user_column=args.user_column,
                            n_items_column=args.n_items_column)
+    _check_boot_memory(args.n_boot, sum(r.size for r in table.ranks.values()))
     progress = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     result = estimate_table(table, args.metric, args.k, args.method, args.ci, args.n_boot, args.seed,
                             progress=progress, target=args.target, **params)
-    if args.json:
-        print(json.dumps(result, indent=1))
-    else:
-        print(format_report(result))
+    _print(json.dumps(result, indent=1) if args.json else format_report(result))
     return 0
+
+
+def _check_boot_memory(n_boot: int, n_users: int) -> None:
+    """Refuse, before drawing, a bootstrap whose draws (``n_boot`` rows of one count per user, as
+    integers and as floats, and a copy) do not fit in memory, naming ``--n-boot``."""
+    check_memory(3 * 8.0 * n_boot * max(1, n_users), f"{n_boot:,} bootstrap replicates of {n_users:,} users",
+                 "--n-boot")
+
+
+def _print(text: str) -> None:
+    print(text)
+    sys.stdout.flush()  # a closed pipe (| head -0) is raised here, where main reports it
 
 
 def main(argv=None) -> int:
@@ -546,4 +630,20 @@ def main(argv=None) -> int:
         return _estimate(args)
     except ValueError as exc:  # InputError and the package's own argument checks
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # the reader of the output went away (`| head -0`): nothing more can reach it; point stdout at
+        # /dev/null so that Python's exit does not report the same broken pipe again
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("error: standard output was closed before the report was written (broken pipe)", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file that cannot be opened, a name longer than the system allows
+        what = exc.filename if exc.filename is not None else getattr(args, "file", getattr(args, "pilot", ""))
+        print(f"error: {what}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("error: out of memory: reduce --n-boot (bootstrap replicates), or estimate fewer users, models, "
+              "metrics or cut-offs at once", file=sys.stderr)
         return 2

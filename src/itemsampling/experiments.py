@@ -53,6 +53,8 @@ import pandas as pd
 
 from . import models as _models
 from . import ranking as _ranking
+from ._parallel import SCHEDULER_ENV as _SCHEDULER_ENV
+from ._parallel import require_distributed
 from ._validation import as_rng, check_bool, check_int, check_ranks, check_seed
 from .data import (CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, leave_last_out, load_dataset,
                    load_movielens, load_ncf, load_npz, load_truth, n_items_of, stable_hash)
@@ -690,8 +692,9 @@ def _one_repeat(repeat, ranks, pools, n_items, models, sample_sizes, metrics, es
     return repeat, out
 
 
-#: Environment variable naming a Dask scheduler address for :func:`run_experiment` (``backend=None``).
-SCHEDULER_ENV = "ITEMSAMPLING_SCHEDULER"
+#: Environment variable naming a Dask scheduler address for :func:`run_experiment` (``backend=None``)
+#: and every other experiment of the package (:func:`itemsampling._parallel.parallel_map`).
+SCHEDULER_ENV = _SCHEDULER_ENV
 
 
 def _check_backend(backend, scheduler):
@@ -708,13 +711,9 @@ def _check_backend(backend, scheduler):
         if not isinstance(scheduler, str) or not scheduler.strip():
             raise ValueError(f"scheduler must be a Dask scheduler address such as 'tcp://host:8786', got {scheduler!r}")
     if backend == "dask":
-        try:
-            import distributed  # noqa: F401  (the optional extra itemsampling[dask])
-        except ImportError:
-            # a missing optional dependency is an ImportError with the install hint (as pandas and
-            # scikit-learn report theirs), not a bad argument
-            raise ImportError("backend='dask' needs Dask's distributed scheduler (dask[distributed]), which is not "
-                              "installed: install itemsampling[dask] (pip install 'itemsampling[dask]')") from None
+        # a missing optional dependency is an ImportError with the install hint (as pandas and
+        # scikit-learn report theirs), not a bad argument
+        require_distributed()
     return backend, scheduler
 
 

@@ -25,8 +25,9 @@ import numpy as np
 
 from ._validation import check_int
 
-__all__ = ["COLUMN_ALIASES", "FORMATS", "WEIGHTED_COLUMNS", "InputError", "RankTable", "read_rank_file",
-           "read_weighted_file", "k_value"]
+__all__ = ["COLUMN_ALIASES", "FORMATS", "WEIGHTED_COLUMNS", "WEIGHTED_OPTIONAL", "InputError", "RankTable",
+           "WeightedModel", "WeightedTable", "MAX_ITEMS", "read_rank_file", "read_weighted_file", "read_weighted_table",
+           "k_value", "seed_value"]
 
 #: Accepted header names for each role, first = canonical.
 COLUMN_ALIASES = {
@@ -92,7 +93,13 @@ def _read_frame(path: Path, fmt: str):
             return pd.read_parquet(path)
         except Exception as exc:  # pyarrow raises many types for a file that is not Parquet
             raise InputError(f"{path}: cannot be read as Parquet ({type(exc).__name__}: {exc})") from None
-    if path.stat().st_size == 0:
+    try:
+        empty = path.stat().st_size == 0
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if empty:
         raise InputError(f"{path}: the file is empty (expected a header row such as 'rank' and one row per user)")
     try:
         return pd.read_csv(path, sep="," if fmt == "csv" else "\t", dtype=str, keep_default_na=False,
@@ -200,7 +207,7 @@ def _integers(values, path, fmt, column, low, high, what, high_per_row=None, per
         i = int(np.argmax(bad))
         top = hi if np.ndim(hi) == 0 else hi[i]
         extra = "" if high_per_row is None else f" ({per_row})"
-        span = f"lie in {low}..{top}" if top < np.iinfo(np.int64).max // 4 else f"be at least {low}"
+        span = f"lie in {low}..{top}" if top < MAX_ITEMS else f"lie in {low}..2^62"
         fail(i, f"{num[i]:.0f} is out of range: a {what} must {span}{extra}")
     return num.astype(np.int64)
 
@@ -220,7 +227,7 @@ def read_rank_file(path, n_items: int | None, sample_size: int | None = None, fm
     """
     p = Path(path)
     try:
-        N = None if n_items is None else check_int(n_items, "n_items", low=2)
+        N = None if n_items is None else check_int(n_items, "n_items", low=2, high=MAX_ITEMS)
     except ValueError as exc:
         raise InputError(f"--n-items: {exc}") from None
     if not p.exists():
@@ -247,7 +254,7 @@ def read_rank_file(path, n_items: int | None, sample_size: int | None = None, fm
     pools = None
     if N is None:  # per-user catalogue sizes: each >= 2 and >= the user's sample size (checked below)
         low = 2 if sample_size is None else max(2, sample_size) if isinstance(sample_size, int) else 2
-        pools = _integers(df[roles["n_items"]], p, fmt, roles["n_items"], low, np.iinfo(np.int64).max // 4,
+        pools = _integers(df[roles["n_items"]], p, fmt, roles["n_items"], low, MAX_ITEMS,
                           "catalogue size" + (" (n_items >= --sample-size)" if low > 2 else ""))
         N = int(pools.max())
     if sample_size is not None and "sample_size" in roles:
@@ -308,16 +315,59 @@ WEIGHTED_COLUMNS = {"user": ("user", "user_id"), "prob": ("prob", "probability",
                     "above": ("above", "decoy_above")}
 
 
-def read_weighted_file(path, fmt: str | None = None):
+#: Optional columns of the long file: the model that scored the decoys, the user's pool size.
+WEIGHTED_OPTIONAL = {"model": ("model",), "n_items": ("n_items", "pool_size")}
+
+
+@dataclass
+class WeightedModel:
+    """One model's weighted decoys: ``users`` (ids, in order of first appearance), ``probs`` and
+    ``above`` (``(M, n-1)`` arrays), ``pools`` (one catalogue size, or an int64 array of per-user
+    pool sizes)."""
+
+    users: np.ndarray
+    probs: np.ndarray
+    above: np.ndarray
+    pools: object
+
+
+@dataclass
+class WeightedTable:
+    """The validated content of a long file of weighted decoys: ``models[name]`` a
+    :class:`WeightedModel` (models in order of first appearance; one model called ``"model"`` when
+    the file has no ``model`` column); ``n_items`` the largest catalogue size."""
+
+    path: str
+    n_items: int
+    models: dict = field(default_factory=dict)
+
+    @property
+    def per_user_pools(self) -> bool:
+        return any(not isinstance(m.pools, int) for m in self.models.values())
+
+
+def read_weighted_table(path, n_items: int | None = None, fmt: str | None = None) -> WeightedTable:
     """Read a long file of weighted decoys (CSV, TSV or Parquet with a header row): one row per
     drawn decoy with columns ``user``, ``prob`` (its single-draw probability, in (0, 1]) and
-    ``above`` (1/0 or true/false: did it score above the user's held-out item?). Every user must
-    have the same number of decoys. Returns ``(users, decoy_probs, decoy_above)``, users in order of
-    first appearance. Bad input raises :class:`InputError` (a ``ValueError``)
-    naming the file, the line (or Parquet row) and the column."""
+    ``above`` (1/0 or true/false: did it score above the user's held-out item?), and optionally
+    ``model`` (several models, each estimated and compared) and ``n_items`` (also ``pool_size``:
+    the user's pool size :math:`N_u`, the same on each of the user's rows; then ``n_items`` must be
+    ``None``, otherwise it is required). Every user of a model must have the same number of decoys;
+    a user appears once per model. Bad input raises :class:`InputError` (a ``ValueError``) naming
+    the file, the line (or Parquet row) and the column."""
+    return _read_weighted(path, n_items, fmt, optional=True)
+
+
+def _read_weighted(path, n_items, fmt, optional: bool) -> WeightedTable:
     import pandas as pd
 
     path = Path(path)
+    try:
+        N = None if n_items is None else check_int(n_items, "n_items", low=2, high=MAX_ITEMS)
+    except ValueError as exc:
+        raise InputError(f"--n-items: {exc}") from None
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, not a file of weighted decoys")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     fmt = fmt or {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet"}.get(path.suffix.lower())
@@ -326,23 +376,38 @@ def read_weighted_file(path, fmt: str | None = None):
     df = _read_frame(path, fmt)
     cols = [str(c) for c in df.columns]
     roles = {}
-    for role, aliases in WEIGHTED_COLUMNS.items():
+    for role, aliases in {**WEIGHTED_COLUMNS, **(WEIGHTED_OPTIONAL if optional else {})}.items():
         found = [a for a in aliases if a in cols]
-        if len(found) != 1:
+        if len(found) > 1 or (not found and role in WEIGHTED_COLUMNS):
             raise InputError(f"{path}: " + (f"missing column {role!r} ({' or '.join(aliases)})" if not found else
                                             f"columns {found} all look like the {role} column; keep one")
                              + f"; the header has {cols}")
-        roles[role] = found[0]
+        if found:
+            roles[role] = found[0]
     extra = [c for c in cols if c not in roles.values()]
     if extra:
-        raise InputError(f"{path}: unknown column(s) {extra}; a weighted file has the columns user, prob, above")
+        raise InputError(f"{path}: unknown column(s) {extra}; a weighted file has the columns user, prob, above"
+                         + (" and optionally model and n_items" if optional else ""))
     if len(df) == 0:
         raise InputError(f"{path}: no data rows")
-    user = df[roles["user"]].astype(str).str.strip().to_numpy()
-    empty = user == ""
-    if empty.any():
-        i = int(np.argmax(empty))
-        raise InputError(f"{_where(path, fmt, i)}, column {roles['user']!r}: missing user id")
+    if N is not None and "n_items" in roles:
+        raise InputError(f"{path}: the file has a per-user pool-size column {roles['n_items']!r} and --n-items was "
+                         "given too; give one of them")
+    if N is None and "n_items" not in roles and optional:
+        raise InputError(f"--n-items is required: {path} has no per-user 'n_items' column")
+
+    def labels(role):
+        col = df[roles[role]]
+        txt = col.astype(str).str.strip().to_numpy()
+        missing = col.isna().to_numpy() | (txt == "")
+        if missing.any():
+            i = int(np.argmax(missing))
+            raise InputError(f"{_where(path, fmt, i)}, column {roles[role]!r}: missing {role} "
+                             + ("id" if role == "user" else "name"))
+        return txt
+
+    user = labels("user")
+    model = labels("model") if "model" in roles else np.full(len(df), "model", dtype=object)
     raw_p = df[roles["prob"]]
     p = pd.to_numeric(raw_p, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(p) | (p <= 0) | (p > 1)
@@ -358,20 +423,51 @@ def read_weighted_file(path, fmt: str | None = None):
         i = int(np.argmax(bad))
         raise InputError(f"{_where(path, fmt, i)}, column {roles['above']!r}: {raw_a.iloc[i]!r} is not boolean "
                          "(expected 1/0 or true/false: did the decoy score above the target?)")
-    users, first, inv, counts = np.unique(user, return_index=True, return_inverse=True, return_counts=True)
-    if np.unique(counts).size > 1:
-        common = int(np.bincount(counts).argmax())
-        j = int(np.flatnonzero(counts != common)[0])
-        raise InputError(f"{_where(path, fmt, int(first[j]))}, column {roles['user']!r}: user {users[j]!r} has "
-                         f"{int(counts[j])} decoys, the other users {common}: every user needs the same number "
-                         "of decoys (rows of different length)")
-    order = np.argsort(first, kind="stable")            # users in order of first appearance
-    rank_of = np.empty_like(order)
-    rank_of[order] = np.arange(order.size)
-    row = rank_of[inv]
-    idx = np.argsort(row, kind="stable")
-    d = int(counts[0])
-    return (users[order], p[idx].reshape(-1, d), truthy[idx].reshape(-1, d))
+    pools = None
+    if "n_items" in roles:
+        pools = _integers(df[roles["n_items"]], path, fmt, roles["n_items"], 2, MAX_ITEMS,
+                          "pool size")
+    table = WeightedTable(path=str(path), n_items=N if pools is None else int(pools.max()))
+    for m in dict.fromkeys(model):
+        rows = np.flatnonzero(model == m)
+        u = user[rows]
+        users, first, inv, counts = np.unique(u, return_index=True, return_inverse=True, return_counts=True)
+        who = "" if "model" not in roles else f" of model {m!r}"
+        if np.unique(counts).size > 1:
+            common = int(np.bincount(counts).argmax())
+            j = int(np.flatnonzero(counts != common)[0])
+            raise InputError(f"{_where(path, fmt, int(rows[first[j]]))}, column {roles['user']!r}: user {users[j]!r}"
+                             f"{who} has {int(counts[j])} decoys, the other users {common}: every user needs the same "
+                             "number of decoys (rows of different length)")
+        order = np.argsort(first, kind="stable")            # users in order of first appearance
+        rank_of = np.empty_like(order)
+        rank_of[order] = np.arange(order.size)
+        idx = rows[np.argsort(rank_of[inv], kind="stable")]
+        d = int(counts[0])
+        mp = N
+        if pools is not None:
+            per_row = pools[idx].reshape(-1, d)
+            diff = np.flatnonzero(np.any(per_row != per_row[:, :1], axis=1))
+            if diff.size:
+                r = idx.reshape(-1, d)[diff[0]]
+                i = int(r[np.flatnonzero(per_row[diff[0]] != per_row[diff[0], 0])[0]])
+                raise InputError(f"{_where(path, fmt, i)}, column {roles['n_items']!r}: user {user[i]!r}"
+                                 f"{who} has pool size {pools[i]} here and {per_row[diff[0], 0]} on another row (one "
+                                 "pool size per user)")
+            col = per_row[:, 0]
+            mp = int(col[0]) if np.all(col == col[0]) else col.astype(np.int64)
+        table.models[m] = WeightedModel(users[order], p[idx].reshape(-1, d), truthy[idx].reshape(-1, d), mp)
+    return table
+
+
+def read_weighted_file(path, fmt: str | None = None):
+    """Read a long file of weighted decoys with the columns ``user``, ``prob`` and ``above`` only
+    (:func:`read_weighted_table` reads the optional ``model`` and ``n_items`` columns too).
+    Returns ``(users, decoy_probs, decoy_above)``, users in order of first appearance. Bad input
+    raises :class:`InputError` (a ``ValueError``) naming the file, the line (or Parquet row) and the
+    column."""
+    (m,) = _read_weighted(path, None, fmt, optional=False).models.values()
+    return m.users, m.probs, m.above
 
 
 # --------------------------------------------------------------------------------------------
@@ -391,6 +487,23 @@ def k_value(text):
         raise argparse.ArgumentTypeError(f"cut-off must be >= 1, got {k}")
     return k
 
+
+
+def seed_value(text):
+    """A seed given on the command line (``--seed``): a non-negative integer; anything else is an
+    ``argparse.ArgumentTypeError`` (argparse names the option)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return seed
+
+
+#: The largest catalogue size the commands accept (--n-items, an n_items column): 2^62, so that
+#: every size and rank fits a 64-bit integer with room for sums.
+MAX_ITEMS = 2**62
 
 
 #: the former private name (``itemsampling.cli._k_value``)

@@ -462,11 +462,14 @@ def winner_agreement(global_ranks_by_model: dict, n_items: int, sample_size: int
     ranks = {m: check_ranks(global_ranks_by_model[m], f"global_ranks_by_model[{m!r}]", high=n_items)
              for m in names}
     ks = _check_ks(ks, sample_size)
+    if not isinstance(positions, dict) or not positions:
+        raise ValueError("positions must be a non-empty dict mapping name -> array of f(k) aligned with ks, "
+                         f"got {type(positions).__name__} {positions!r:.60}")
     n_repeats = check_int(n_repeats, "n_repeats", low=1)
     gen = as_rng(rng)
     winners = {}
     for name, pos in positions.items():
-        pos = np.asarray(pos, dtype=np.float64)
+        pos = as_float_array(pos, f"positions[{name!r}]")
         if pos.shape != ks.shape:
             raise ValueError(f"positions[{name!r}] must have one f(k) per k ({ks.size}), got shape {pos.shape}")
         hr = np.array([hit_ratio_at(ranks[m], n_items, pos) for m in names])  # models x ks

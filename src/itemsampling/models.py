@@ -90,10 +90,19 @@ class Recommender:
                          f"{type(self).__name__} on {N} items ({self._dense_item_matrices} dense N x N matrices)",
                          "the number of items (n_items), or use a model without an item-item matrix "
                          "(ALS, UserKNN, Popular)")
+        need = self._fit_bytes(self.n_users_, self.n_items_)
+        if need:
+            check_memory(need, f"{type(self).__name__} on {self.n_users_} users and {self.n_items_} items "
+                         f"with factors = {getattr(self, 'factors', '?')}", "factors (or the number of users and items)")
         self.X_ = interaction_matrix(train, self.n_users_, self.n_items_)
         self._fit(self.X_)
         self.fitted_ = True
         return self
+
+    def _fit_bytes(self, n_users: int, n_items: int) -> float:
+        """Bytes the fit allocates beyond the interaction matrix (0: nothing that grows with a
+        parameter); checked with :func:`~itemsampling._validation.check_memory` before fitting."""
+        return 0.0
 
     def _fit(self, X: sp.csr_matrix) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -409,6 +418,13 @@ class ALS(Recommender):
         """Hu et al.'s :math:`\\lambda`, :math:`\\lambda (1+\\alpha)/\\alpha`."""
         return self.lam * (1.0 + self.alpha) / self.alpha
 
+    def _fit_bytes(self, n_users, n_items):
+        # implicit's factors (float32 with CG, float64 with Cholesky) and our float64 copies, and the
+        # d x d Gram matrix Y^T Y with a temporary per thread
+        itemsize = 4 if self.use_cg else 8
+        d = float(self.factors)
+        return (itemsize + 8) * (n_users + n_items) * d + itemsize * d * d * (2 + max(1, self.num_threads))
+
     def _fit(self, X):
         def make(seed):
             from implicit.cpu.als import AlternatingLeastSquares
@@ -453,6 +469,10 @@ class BPR(Recommender):
 
     def _params(self):
         return {"factors": self.factors, "lr": self.lr, "lam": self.lam, "iterations": self.iterations}
+
+    def _fit_bytes(self, n_users, n_items):
+        # implicit's float32 factors with the item bias column, and our float64 copies
+        return 12.0 * (n_users + n_items) * (self.factors + 1)
 
     def _fit(self, X):
         def make(seed):

@@ -49,13 +49,14 @@ data and sets the predicted half-widths beside the realised errors.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy import optimize, stats
 
-from ._validation import as_rng, check_int, check_open_unit, check_real
-from .inputs import InputError, k_value, read_rank_file
+from ._validation import ResolutionWarning, as_rng, check_int, check_open_unit, check_real
+from .inputs import InputError, k_value, read_rank_file, seed_value
 from .metrics import canonical_metric, metric_function
 from .sampling import adaptive_sample_ranks, adaptive_sampling_cost, adaptive_sizes, sample_ranks
 
@@ -412,10 +413,24 @@ def plan_command(args) -> int:
         kw["sizes"] = args.sizes
     if args.estimators is not None:
         kw["estimators"] = args.estimators
-    plan = plan_evaluation(args.n_items, args.n_users, args.metric, args.k, margin=args.margin, budget=args.budget,
-                           confidence=args.confidence, pilot=pilot, rng=args.seed, sample_size=args.sample_size,
-                           compare=compare, n_sim=args.n_sim, **kw)
-    print(json.dumps(plan.to_dict(), indent=1) if args.json else format_plan(plan))
+    # the estimators warn (ResolutionWarning) for every simulated design whose cut-off is below one
+    # kernel width: printed once, under the plan, as `estimate` prints its note
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResolutionWarning)
+        plan = plan_evaluation(args.n_items, args.n_users, args.metric, args.k, margin=args.margin,
+                               budget=args.budget, confidence=args.confidence, pilot=pilot, rng=args.seed,
+                               sample_size=args.sample_size, compare=compare, n_sim=args.n_sim, **kw)
+    notes = []
+    for w in caught:
+        if issubclass(w.category, ResolutionWarning):
+            notes.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    notes = list(dict.fromkeys(notes))[:1]
+    if args.json:
+        print(json.dumps({**plan.to_dict(), "notes": notes}, indent=1))
+    else:
+        print(format_plan(plan) + "".join(f"\n\nNote: {note}" for note in notes))
     return 0
 
 
@@ -445,5 +460,5 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=None, help=f"sampled-set sizes to try (default {DEFAULT_SIZES})")
     p.add_argument("--estimators", nargs="+", default=None, help=f"estimators to try (default {DEFAULT_ESTIMATORS})")
     p.add_argument("--n-sim", type=int, default=20, help="simulated runs per item-sampling design (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
+    p.add_argument("--seed", type=seed_value, default=0, help="seed of the simulation, a non-negative integer (default 0)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")

@@ -21,8 +21,8 @@ The run writes into ``OUT`` (default ``_build/runs/<notebook>``):
   assets in ``_static/``, ``_images/`` and ``book/`` beside it; ``--no-html`` skips it);
 * ``results.json`` — every value recorded with :func:`itemsampling.book.record`, the full
   parameter set (defaults included), the overrides, the package version, the git commit (and
-  whether the working tree had changes), the datasets used (files with sizes and SHA-256 digests)
-  and the run time. It is replaced atomically and only by a run that succeeded: a failing run
+  whether the working tree had changes), the datasets used (files with sizes and SHA-256 digests),
+  the Dask cluster given by ``--scheduler`` (address, workers, threads) and the run time. It is replaced atomically and only by a run that succeeded: a failing run
   leaves the previous ``results.json``, ``.ipynb`` and ``.html`` in place and writes its partial
   records and the error to ``results.failed.json`` and its notebook to ``<name>.failed.ipynb``.
 
@@ -51,10 +51,13 @@ from pathlib import Path
 
 import yaml
 
+from ._parallel import SCHEDULER_ENV as _SCHEDULER_ENV
+from ._parallel import cluster_info
+from ._validation import check_int
 from ._version import __version__
 from .book import RESULTS_ENV
 
-SCHEDULER_ENV = "ITEMSAMPLING_SCHEDULER"  # read by itemsampling.experiments.run_experiment
+SCHEDULER_ENV = _SCHEDULER_ENV  # read by itemsampling.experiments.run_experiment and _parallel.parallel_map
 
 __all__ = ["Parameter", "notebook_parameters", "check_parameters", "resolve_notebook", "render_html",
            "run_notebook", "main", "SCHEDULER_ENV"]
@@ -132,7 +135,12 @@ def notebook_parameters(notebook) -> dict[str, Parameter]:
 def resolve_notebook(chapter) -> Path:
     """A notebook path, or a chapter number (``6``, ``"06"``) looked up as ``notebooks/06-*.md``
     in the repository."""
+    if not isinstance(chapter, (str, int, os.PathLike)) or isinstance(chapter, bool):
+        raise ValueError(f"notebook must be a path to a chapter's .md or .ipynb, or a chapter number, got "
+                         f"{type(chapter).__name__} {chapter!r:.60}")
     p = Path(str(chapter))
+    if p.is_dir():
+        raise ValueError(f"notebook {chapter} is a folder: give a chapter's .md or .ipynb file, or its number")
     if p.exists():
         return p.resolve()
     if re.fullmatch(r"\d{1,2}", str(chapter).strip()):
@@ -434,16 +442,22 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
         have its default's type (see :func:`check_parameters`).
     out : output folder (default ``_build/runs/<notebook stem>``).
     progress : show papermill's cell progress bar and the cells' progress bars in the terminal.
-    timeout : per-cell timeout in seconds (default: none).
+    timeout : per-cell timeout in seconds, a positive integer (default: none).
     html : also render ``OUT/<name>.html`` (:func:`render_html`; the command line does by default).
-    scheduler : address of a Dask scheduler; the chapter's experiment grids
-        (:func:`itemsampling.experiments.run_experiment`) then run on that cluster.
+    scheduler : address of a Dask scheduler; the chapter's repeated experiments
+        (:func:`itemsampling.experiments.run_experiment`, Table 5 and the TORS-shaped catalogues
+        of :mod:`itemsampling.catalogue`, the truth simulations of
+        :func:`itemsampling.candidates.truth_experiment`: every caller of
+        :func:`itemsampling._parallel.parallel_map`) then run on that cluster, with the same results
+        for any number of workers; its address and worker count are recorded (``scheduler``).
 
     Returns
     -------
     dict
         Keys ``notebook``, ``parameters`` (all, defaults included), ``overrides``,
-        ``package_version``, ``git``, ``datasets``, ``started``, ``seconds``, ``html``, ``results``.
+        ``package_version``, ``git``, ``datasets``, ``scheduler`` (``None``, or the cluster's
+        ``address``, ``workers`` and ``threads`` when the run starts), ``started``, ``seconds``,
+        ``html``, ``results``.
 
     Raises
     ------
@@ -457,7 +471,14 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
     import nbformat
     import papermill as pm
 
+    if parameters is not None and not isinstance(parameters, dict):
+        raise ValueError(f"parameters must be a dict of name -> value (e.g. {{'n_repeats': 10}}), got "
+                         f"{type(parameters).__name__} {parameters!r:.60}")
+    if timeout is not None:
+        timeout = check_int(timeout, "timeout", low=1)
     notebook = resolve_notebook(notebook)
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise ValueError(f"out {out} exists and is not a folder: give a folder for the run's outputs")
     nb = jupytext.read(notebook)
     source_cell = _parameters_cell(nb)
     declared = {} if source_cell is None else _parse_parameters(source_cell, notebook.name)
@@ -479,14 +500,17 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
     partial.unlink(missing_ok=True)
     old = os.environ.get(RESULTS_ENV)
     os.environ[RESULTS_ENV] = str(partial)
+    # the cluster the chapter's experiments run on, as found before the kernel starts (an unreachable
+    # scheduler is refused here, not in the middle of the chapter)
+    cluster = None if scheduler is None else cluster_info(scheduler)
     old_scheduler = os.environ.pop(SCHEDULER_ENV, None)
     if scheduler is not None:
-        os.environ[SCHEDULER_ENV] = str(scheduler)
+        os.environ[SCHEDULER_ENV] = cluster["address"]
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     start = time.perf_counter()
     payload = {"notebook": str(notebook), "parameters": full, "overrides": overrides,
                "package_version": _package_version(), "git": _git(notebook.parent),
-               "datasets": _datasets(full), "started": started}
+               "datasets": _datasets(full), "scheduler": cluster, "started": started}
     error = None
     page = None
     try:
@@ -540,15 +564,25 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
 # ---------------------------------------------------------------------------------------------
 # command line
 # ---------------------------------------------------------------------------------------------
+def _positive_seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number of seconds, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number of seconds, got {text!r}")
+    return value
+
+
 def _parse(argv=None):
     p = argparse.ArgumentParser(prog="python -m itemsampling.run", description=__doc__.split("\n\n")[0])
     p.add_argument("notebook", nargs="?", help="a chapter's MyST .md notebook, or its number")
     p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                    help="override a parameter; VALUE is parsed as YAML (numbers, lists, strings, true/false)")
     p.add_argument("--out", default=None, help="output folder (default _build/runs/<notebook>)")
-    p.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds")
+    p.add_argument("--timeout", type=_positive_seconds, default=None, help="per-cell timeout in seconds (> 0)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="run the chapter's experiment grids on the Dask cluster at ADDRESS (tcp://host:8786)")
+                   help="run the chapter's repeated experiments on the Dask cluster at ADDRESS (tcp://host:8786)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     p.add_argument("--no-html", action="store_true", help="do not render the rerun as an HTML page")
     p.add_argument("--list-params", metavar="CHAPTER", default=None,
@@ -585,7 +619,7 @@ def main(argv=None) -> int:
                 raise ValueError(f"parameter {name}: cannot parse {value!r}: {exc}") from None
         payload = run_notebook(args.notebook, params, args.out, progress=not args.no_progress,
                                timeout=args.timeout, html=not args.no_html, scheduler=args.scheduler)
-    except (ValueError, RuntimeError) as exc:
+    except (ValueError, RuntimeError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     out = Path(args.out) if args.out else Path("_build/runs") / Path(payload["notebook"]).stem

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +83,10 @@ def sample_size(margin, confidence: float = 0.95, p: float = 0.5, n_models: int 
     margin; ``"nearest"`` rounds to the nearest integer as TORS Eq. 47 does ("≈ 1067" for
     :math:`m = 1067.07` at :math:`e = 0.03`, 95%; rounding up gives 1,068; both give 9,604 at
     :math:`e = 0.01`).
+
+    The count is exact integer arithmetic on a float :math:`m`: a margin so small that :math:`m`
+    exceeds the largest float (below about 1e-154 at 95%), or an ``n_models`` so large that its
+    level underflows (beyond about 1e300), is refused with a ``ValueError`` naming the argument.
     """
     e = check_open_unit(margin, "margin", "a margin of error")
     c = check_open_unit(confidence, "confidence", "a confidence level")
@@ -91,8 +96,16 @@ def sample_size(margin, confidence: float = 0.95, p: float = 0.5, n_models: int 
         raise ValueError(f"comparison must be True or False, got {comparison!r}")
     if rounding not in ("up", "nearest"):
         raise ValueError(f"rounding must be 'up' or 'nearest', got {rounding!r}")
-    alpha = (1.0 - c) / k
-    z = float(stats.norm.ppf(1.0 - alpha / 2.0))
+    # z_{alpha/(2k)} from the upper tail (isf, and alpha/(2k) through logs): 1 - alpha/(2k) rounds to 1
+    # beyond k ~ 1e16, and a k beyond 1e308 does not convert to a float
+    z = float(stats.norm.isf(math.exp(math.log((1.0 - c) / 2.0) - math.log(k))))
+    if not math.isfinite(z):
+        raise ValueError(f"n_models = 1e{math.log10(k):.0f} makes the Bonferroni level (1 - confidence) / n_models underflow "
+                         "to 0; n_models must be below about 1e300")
+    spread = (2.0 if comparison else 1.0) * p * (1.0 - p)
+    if math.log(spread) + 2.0 * (math.log(z) - math.log(e)) >= math.log(sys.float_info.max):
+        raise ValueError(f"margin must be at least {z * math.sqrt(spread / sys.float_info.max):.1e} here (a "
+                         f"smaller margin needs more users than a float can count), got {e!r}")
     m = (2.0 if comparison else 1.0) * p * (1.0 - p) * (z / e) ** 2
     if rounding == "nearest":
         return max(1, int(math.floor(m + 0.5)))
@@ -159,7 +172,10 @@ def confidence_interval(values, confidence: float = 0.95, method: str = "wilson"
         For any bounded values:
 
         * ``"t"`` -- :math:`\bar x \pm t_{m-1,\alpha/2}\, s/\sqrt m` (the central limit theorem
-          TORS Sec. 7.1 mentions);
+          TORS Sec. 7.1 mentions); mean and standard deviation are computed on the values scaled
+          by their largest magnitude, so values near the float limit (``[1e308] * 3``) give their
+          exact interval (here the point 1e308), and an interval whose ends exceed the float range
+          is refused with a ``ValueError``;
         * ``"hoeffding"`` -- :math:`\bar x \pm t` from Eq. 48 (:func:`hoeffding_margin`), valid for
           every :math:`m` for values in [0, 1], clipped to [0, 1];
         * ``"bootstrap"`` -- the percentile interval of ``n_boot`` resampled means (``rng``).
@@ -185,9 +201,18 @@ def confidence_interval(values, confidence: float = 0.95, method: str = "wilson"
     if method == "t":
         if m < 2:
             raise ValueError("method 't' needs at least 2 values")
-        mean, sd = float(x.mean()), float(x.std(ddof=1))
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, sd, scale = float(x.mean()), float(x.std(ddof=1)), 1.0
+        if not (math.isfinite(mean) and math.isfinite(sd)):  # sums of values near the float limit overflow
+            scale = float(np.abs(x).max())
+            mean, sd = float((x / scale).mean()), float((x / scale).std(ddof=1))
         h = float(stats.t.ppf(1.0 - (1.0 - c) / 2.0, m - 1)) * sd / math.sqrt(m)
-        return mean - h, mean + h
+        with np.errstate(over="ignore"):
+            low, high = (mean - h) * scale, (mean + h) * scale
+        if not (math.isfinite(low) and math.isfinite(high)):
+            raise ValueError("values are so large that the 't' interval's ends exceed the float range "
+                             f"(about ±{sys.float_info.max:.1e}); rescale the values")
+        return low, high
     if method == "hoeffding":
         if x.min() < 0 or x.max() > 1:
             raise ValueError("method 'hoeffding' needs values in [0, 1] (TORS Eq. 48)")
@@ -242,6 +267,11 @@ def compare_models(per_user_a, per_user_b, test: str = "paired-t", alternative: 
         * ``"sign"`` -- binomial test on the number of users where A beats B among those where they
           differ (Gunawardana & Shani 2009);
         * ``"wilcoxon"`` -- Wilcoxon signed-rank test on the non-zero differences.
+
+        A test whose statistic is undefined on the data (zero standard error: every per-user
+        difference the same for ``"paired-t"``, both samples constant for ``"t"``, all values equal
+        for ``"z"``; no differing user for ``"sign"`` / ``"wilcoxon"``) is refused with a
+        ``ValueError``, never a t of ±inf or NaN.
     alternative : {"two-sided", "greater", "less"}
         ``"greater"``: A's mean is larger; ``"less"``: smaller (TORS Eq. 50 is ``"less"``).
 
@@ -277,6 +307,9 @@ def compare_models(per_user_a, per_user_b, test: str = "paired-t", alternative: 
     if test == "t":
         if a.size < 2 or b.size < 2:
             raise ValueError("test 't' needs at least 2 values in per_user_a and in per_user_b")
+        if np.all(a == a[0]) and np.all(b == b[0]):
+            raise ValueError("test 't' (Welch) is undefined when per_user_a and per_user_b both have zero "
+                             "variance (every value in each sample is the same): its standard error is 0")
         res = stats.ttest_ind(a, b, equal_var=False, alternative=alternative)
         return TestResult(float(res.statistic), float(res.pvalue), diff, test, alternative, a.size + b.size)
     d = a - b

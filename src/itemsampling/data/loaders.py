@@ -36,7 +36,7 @@ def _parse_rows(path: Path, sep: str, header: bool, n_cols: int, kinds: str,
     line-by-line pass reports the first bad value with its file, line number and field name."""
     raw = path.read_bytes()
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark (as spreadsheet programs write it) is dropped
     except UnicodeDecodeError:
         text = raw.decode("latin-1")
     lines = text.splitlines()
@@ -121,6 +121,15 @@ def _parse_fast(text: str, sep: str, skip: int, n_cols: int, kinds: str) -> list
     return out
 
 
+def _as_path(path, name: str = "path") -> Path:
+    """``path`` as a :class:`~pathlib.Path`; anything but a string or an ``os.PathLike`` is refused
+    with a ``ValueError`` naming the argument."""
+    if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
+        return Path(path)
+    raise ValueError(f"{name} must be a folder or file path (a string or os.PathLike), got "
+                     f"{type(path).__name__} {path!r:.60}")
+
+
 def _find_movielens_file(path: Path) -> Path:
     if path.is_file():
         if path.name not in _ML_FILES:
@@ -159,11 +168,14 @@ def load_movielens(path) -> pd.DataFrame:
     in ``attrs["user_ids"]`` / ``attrs["item_ids"]``). Missing files, truncated files, malformed
     rows, negative user or item ids and integers beyond 64 bits raise ``ValueError`` naming the file,
     line and field. A file whose last line is complete but has no trailing newline is read with a
-    ``UserWarning`` naming the file and line (its last number may have lost digits)."""
-    f = _find_movielens_file(Path(path))
+    ``UserWarning`` naming the file and line (its last number may have lost digits). A UTF-8
+    byte-order mark at the start of a file (as spreadsheet programs write ``ratings.csv``) is
+    dropped."""
+    f = _find_movielens_file(_as_path(path))
     sep, header = _ML_FILES[f.name]
     if header:
-        first = f.open("r", encoding="utf-8", errors="replace").readline().strip()
+        with f.open("r", encoding="utf-8-sig", errors="replace") as fh:  # utf-8-sig: a byte-order mark is valid
+            first = fh.readline().strip()
         if [c.strip() for c in first.split(",")][:4] != ["userId", "movieId", "rating", "timestamp"]:
             raise ValueError(f"{f}: expected the header 'userId,movieId,rating,timestamp', got {first!r}")
     user, item, rating, ts = _parse_rows(f, sep, header, 4, "iifi", nonneg=("user", "item"))
@@ -180,7 +192,9 @@ def load_ncf(path, name: str | None = None):
     (``.../ml-1m``). Ids are used as they are (already 0-based). Returns ``(train, test,
     negatives)`` with ``negatives`` an int64 array of shape ``(len(test), n_decoys)`` aligned with
     ``test`` rows."""
-    p = Path(path)
+    p = _as_path(path)
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"name must be a file prefix such as 'ml-1m' (a string) or None, got {name!r:.60}")
     prefix = p / name if name is not None else p
     files = {k: Path(f"{prefix}.{k}") for k in ("train.rating", "test.rating", "test.negative")}
     for k, f in files.items():
@@ -193,7 +207,7 @@ def load_ncf(path, name: str | None = None):
     test = pd.DataFrame(dict(zip(COLUMNS, te)))
     neg_rows, neg_lines = [], []
     fneg = files["test.negative"]
-    text = fneg.read_text()
+    text = fneg.read_bytes().decode("utf-8-sig", errors="replace")
     numbered = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
     if len(numbered) != len(test):
         raise ValueError(f"{fneg}: {len(numbered)} rows but {len(test)} test rows in {files['test.rating']}")

@@ -514,7 +514,8 @@ def cached_kernel(n_items: int, sample_size: int, replacement: bool = True) -> n
     r"""The dense kernel :math:`K_{R,r} = P(r\mid R)` (N x n, float64, computed in log space by
     :func:`itemsampling.kernel.kernel`), cached and read-only: repeated estimates on the same
     :math:`(N, n)` pay for it once. It is :func:`grid_kernel` on the exact grid (one cache for both)."""
-    return _grid_kernel_cached(int(n_items), int(sample_size), bool(replacement), None)
+    N, n = check_sizes(n_items, sample_size)
+    return _grid_kernel_cached(N, n, check_bool(replacement, "replacement"), None)
 
 
 cached_kernel.cache_clear = _grid_kernel_cached.cache_clear  # type: ignore[attr-defined]

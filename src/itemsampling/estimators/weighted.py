@@ -65,6 +65,8 @@ __all__ = [
     "tilt_curve",
     "fit_weighted",
     "estimate_metric_weighted",
+    "weighted_replicates",
+    "bootstrap_weights",
     "rank_only_bounds",
 ]
 
@@ -322,8 +324,10 @@ def _hat_basis(x, knots):
 class _Problem:
     """Everything about one data set that does not change under a user bootstrap."""
 
-    def __init__(self, p, a, N, design, uniform, n_knots=10):
+    def __init__(self, p, a, N, design, uniform, n_knots=10, pools=None):
         self.N = N
+        # per-user pool sizes (the uniform kernel's map pi -> R depends on them): distinct sizes and users
+        self.pool_values, self.pool_of = (None, None) if pools is None else np.unique(pools, return_inverse=True)
         self.n_dec = p.shape[1]
         self.c = a.sum(axis=1)
         self.cols = np.unique(self.c)
@@ -389,18 +393,39 @@ class _Problem:
                   "model": X @ coef, "knots": np.exp(self.knots), "ratio": coef}
         return P, R, groups
 
-    def value(self, P, R, metric, ks):
-        return _interp_metric(R, metric, ks, self.N) @ P
+    def value(self, P, R, metric, ks, w=None):
+        if not (self.uniform and self.pool_values is not None):
+            return _interp_metric(R, metric, ks, self.N) @ P
+        # uniform kernel, per-user pools: R_u(pi) = 1 + (N_u - 1) pi, averaged over the users' pools
+        share = np.bincount(self.pool_of, weights=None if w is None else w, minlength=self.pool_values.size)
+        share = share / share.sum()
+        return sum(f * (_interp_metric(1.0 + (Nu - 1) * self.grid, metric, ks, self.N) @ P)
+                   for Nu, f in zip(self.pool_values, share) if f > 0)
 
 
 def _prepare(decoy_probs, decoy_above, n_items, design):
     p, a = check_decoys(decoy_probs, decoy_above)
-    N = check_int(n_items, "n_items", low=2)
     design = _check_design(design)
+    pools = None
+    if np.ndim(n_items) == 0:
+        N = check_int(n_items, "n_items", low=2)
+    else:
+        pools = check_ranks(n_items, "n_items")
+        if pools.size != p.shape[0]:
+            raise ValueError(f"n_items must be one catalogue size or one per user ({p.shape[0]}), got {pools.size}")
+        if pools.min() < 2:
+            raise ValueError(f"n_items must be >= 2 for every user, got {pools.min()}")
+        N = int(pools.max())
+        if np.all(pools == N):
+            pools = None
+    low = p.shape[1] + 1 if design == "successive" else 2
+    if pools is not None and pools.min() < low:
+        raise ValueError(f"n_items: without replacement every user's pool needs at least the {p.shape[1]} decoys + 1 "
+                         f"items, got {pools.min()}")
     if design == "successive" and p.shape[1] > N - 1:
         raise ValueError(f"decoy_probs: without replacement at most n_items - 1 = {N - 1} decoys per user, "
                          f"got {p.shape[1]}")
-    return p, a, N, design
+    return p, a, N, design, pools
 
 
 def fit_weighted(decoy_probs, decoy_above, n_items: int, design: str = "with_replacement",
@@ -417,7 +442,10 @@ def fit_weighted(decoy_probs, decoy_above, n_items: int, design: str = "with_rep
     made non-decreasing."""
     if method not in ("ratio", "uniform"):
         raise ValueError(f"method must be 'ratio' or 'uniform', got {method!r}")
-    p, a, N, design = _prepare(decoy_probs, decoy_above, n_items, design)
+    p, a, N, design, pools = _prepare(decoy_probs, decoy_above, n_items, design)
+    if pools is not None and method == "uniform":
+        raise ValueError("n_items: under the uniform kernel each pool size gives its own R(pi); give one n_items to "
+                         "fit_weighted(method='uniform'), or use estimate_metric_weighted, which averages over the pools")
     prob = _Problem(p, a, N, design, method == "uniform")
     P, R, groups = prob.fit(np.ones(p.shape[0]))
     return WeightedFit(prob.grid, P, R, groups or {}, N)
@@ -449,40 +477,78 @@ def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str
     user bootstrap (``n_boot`` replicates, users resampled with their decoys; the distribution of
     :math:`\pi` *and* the ratio curve re-estimated in every replicate; percentile interval). ``k``
     may be a sequence of cut-offs (the fields are then arrays).
+
+    ``n_items`` is one catalogue size :math:`N` or one pool size :math:`N_u` per user (e.g. all
+    items but the user's training items). The ratio-curve correction needs no per-user size: each
+    user's pool enters through the decoys' probabilities (:math:`p_i` renormalised over the pool)
+    and the Horvitz-Thompson estimate of :math:`R_u - 1` they give, so the curve
+    :math:`R(\pi)` is already on each user's own rank scale, and :math:`N = \max_u N_u` only
+    bounds it. The uniform kernel maps :math:`\pi` to :math:`R_u = 1 + (N_u - 1)\pi` with the
+    user's own pool, so ``"uniform"`` averages :math:`F` over the users' pools (re-weighted in
+    every bootstrap replicate); ``"sampled"`` does not use :math:`N`.
     """
     if not isinstance(method, str) or method not in WEIGHTED_METHODS:
         raise ValueError(f"method must be one of {list(WEIGHTED_METHODS)}, got {method!r}")
-    p, a, N, design = _prepare(decoy_probs, decoy_above, n_items, design)
+    p, a, _, _, _ = _prepare(decoy_probs, decoy_above, n_items, design)
     ks, seq = _ks(k)
-    for kk in ks:
-        metric_function(metric, kk, N)  # validates metric and k
     conf = None if ci is None else check_confidence(ci)
-    M, n_dec = p.shape
-    c = a.sum(axis=1)
-    if method == "sampled":
-        Fs = np.array([metric_function(metric, kk, n_dec + 1)(1 + c) for kk in ks])   # (len(ks), M)
-        est = Fs.mean(axis=1)
-    else:
-        prob = _Problem(p, a, N, design, method == "uniform")
-        P, R, _ = prob.fit(np.ones(M))
-        est = prob.value(P, R, metric, ks)
     if conf is None:
+        est, _ = weighted_replicates(p, a, n_items, metric, k, None, method, design)
         return est if seq else float(est[0])
-    n_boot = _check_n_boot(n_boot)
-    W = as_rng(rng).multinomial(M, np.full(M, 1.0 / M), size=n_boot).astype(np.float64)  # users drawn per replicate
-    if method == "sampled":
-        reps = (W @ Fs.T) / M                                                          # (B, len(ks))
-    else:
-        with _single_blas_thread():
-            Ps = batch_em(np.stack([prob.counts(wb) for wb in W]), prob.K, tol=1e-6, max_iter=10_000)[0]
-        reps = np.empty((n_boot, len(ks)))
-        for b in range(n_boot):
-            _, Rb, _ = prob.finish(Ps[b], W[b])
-            reps[b] = prob.value(Ps[b], Rb, metric, ks)
+    W = bootstrap_weights(p.shape[0], n_boot, rng)
+    est, reps = weighted_replicates(p, a, n_items, metric, k, W, method, design)
     low, high = percentile_interval(reps, conf, axis=0)
     if not seq:
         return MetricEstimate(float(est[0]), float(low[0]), float(high[0]), conf, n_boot, method)
     return MetricEstimate(est, np.asarray(low), np.asarray(high), conf, n_boot, method)
+
+
+def bootstrap_weights(n_users: int, n_boot: int, rng=None) -> np.ndarray:
+    """The user bootstrap's draws: ``(n_boot, n_users)`` float counts, row ``b`` how often each
+    user is drawn in replicate ``b`` (multinomial, ``M`` draws with equal probabilities), from
+    ``rng``; the draws of :func:`estimate_metric_weighted`."""
+    M = check_int(n_users, "n_users", low=1)
+    return as_rng(rng).multinomial(M, np.full(M, 1.0 / M), size=_check_n_boot(n_boot)).astype(np.float64)
+
+
+def weighted_replicates(decoy_probs, decoy_above, n_items, metric: str, k, weights=None, method: str = "ratio",
+                        design: str = "with_replacement"):
+    r"""The estimate of :func:`estimate_metric_weighted` and its bootstrap replicates for given user
+    weights: ``weights`` is ``(B, M)`` (:func:`bootstrap_weights`; rows re-weight the users, each
+    with its decoys) or ``None`` for no replicates. Returns ``(estimate, replicates)``, arrays of
+    shape ``(len(ks),)`` and ``(B, len(ks))`` (``None`` without weights). Two models scored on the
+    same users and re-weighted by the same rows (aligned by user) give *paired* replicates, whose
+    differences are the paired bootstrap of their difference."""
+    if not isinstance(method, str) or method not in WEIGHTED_METHODS:
+        raise ValueError(f"method must be one of {list(WEIGHTED_METHODS)}, got {method!r}")
+    p, a, N, design, pools = _prepare(decoy_probs, decoy_above, n_items, design)
+    ks, _ = _ks(k)
+    for kk in ks:
+        metric_function(metric, kk, N)  # validates metric and k
+    M, n_dec = p.shape
+    W = None
+    if weights is not None:
+        W = np.asarray(weights, dtype=np.float64)
+        if W.ndim != 2 or W.shape[1] != M or not np.all(np.isfinite(W)) or np.any(W < 0) or np.any(W.sum(axis=1) <= 0):
+            raise ValueError(f"weights must be a (B, {M}) array of non-negative user weights, each row with a "
+                             f"positive sum, got shape {W.shape}")
+    c = a.sum(axis=1)
+    if method == "sampled":
+        Fs = np.array([metric_function(metric, kk, n_dec + 1)(1 + c) for kk in ks])   # (len(ks), M)
+        est = Fs.mean(axis=1)
+        return est, None if W is None else (W @ Fs.T) / W.sum(axis=1, keepdims=True)
+    prob = _Problem(p, a, N, design, method == "uniform", pools=pools)
+    P, R, _ = prob.fit(np.ones(M))
+    est = prob.value(P, R, metric, ks)
+    if W is None:
+        return est, None
+    with _single_blas_thread():
+        Ps = batch_em(np.stack([prob.counts(wb) for wb in W]), prob.K, tol=1e-6, max_iter=10_000)[0]
+    reps = np.empty((W.shape[0], len(ks)))
+    for b in range(W.shape[0]):
+        _, Rb, _ = prob.finish(Ps[b], W[b])
+        reps[b] = prob.value(Ps[b], Rb, metric, ks, W[b])
+    return est, reps
 
 
 # ---------------------------------------------------------------------------------------------
