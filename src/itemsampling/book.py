@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._validation import as_float_array, check_real
+from ._validation import as_float_array, check_bool, check_int, check_real
 
 __all__ = ["record", "record_text", "recorded", "to_jsonable", "order_string", "standard_error",
            "compare_with_paper", "paired_difference", "RESULTS_ENV", "t_quantile", "mean_interval", "Interval",
@@ -254,7 +254,6 @@ class Verdict:
 
 
 def _check_level(level) -> float:
-    from ._validation import check_real
 
     return check_real(level, "level", low=0, high=1, low_open=True, high_open=True)
 
@@ -270,7 +269,6 @@ def t_quantile(n_repeats, level=0.95) -> float:
     (``t_9 = 2.262`` at 10 repeats, not 2 or 1.96)."""
     from scipy import stats
 
-    from ._validation import check_int
 
     n = check_int(n_repeats, "n_repeats", low=2)
     level = _check_level(level)
@@ -294,7 +292,6 @@ def _t_sf2(stat: float, n: int) -> float:
 def p_value(stat, n_repeats) -> float:
     """Two-sided p value of a t (or z) statistic over ``n_repeats`` repeats, under the reference
     distribution :func:`t_quantile` uses (t_{n-1} below 30 repeats, normal from 30 on)."""
-    from ._validation import check_int, check_real
 
     n = check_int(n_repeats, "n_repeats", low=2)
     stat = float(stat) if np.isinf(stat) else check_real(stat, "stat")
@@ -302,7 +299,6 @@ def p_value(stat, n_repeats) -> float:
 
 
 def _repeats(values, name: str) -> np.ndarray:
-    from ._validation import as_float_array
 
     v = as_float_array(values, name).ravel()
     if not np.all(np.isfinite(v)):
@@ -332,7 +328,6 @@ def mean_interval(values, level=0.95) -> Interval:
 
 def _decimals(half_width: float, digits=None) -> int:
     """Decimals that show a half-width with two significant digits (``digits`` overrides)."""
-    from ._validation import check_int
 
     if digits is not None:
         return check_int(digits, "digits", low=0, high=12)
@@ -346,7 +341,6 @@ def fmt_vs(value, threshold, digits=3) -> str:
     hide) its comparison with ``threshold``: 0.9495 against 0.95 prints ``"0.9495"`` (never
     ``"0.950"``), 0.95 itself ``"0.950"``, 0.5 ``"0.500"``. The printed number compares with
     ``threshold`` exactly as ``value`` does (<, = or >)."""
-    from ._validation import check_int, check_real
 
     value = check_real(value, "value")
     threshold = check_real(threshold, "threshold")
@@ -364,7 +358,6 @@ def fmt_bound(value, digits=1, side="upper") -> str:
     """``value`` rounded *outwards* to ``digits`` decimals, for "at most" (``side="upper"``: 0.23
     -> ``"0.3"``) and "at least" (``side="lower"``: 0.27 -> ``"0.2"``) statements, so the printed
     bound is never violated by the value it summarises."""
-    from ._validation import check_int, check_real
 
     value = check_real(value, "value")
     d = check_int(digits, "digits", low=0, high=12)
@@ -386,7 +379,6 @@ def _interval_text(diff, low, high, dec, unit=""):
 
 def _decide(diff: float, se: float, n: int, level: float, names, margin, unit, digits, what):
     """The shared decision for a difference ``diff`` with standard error ``se`` over ``n`` repeats."""
-    from ._validation import check_real
 
     if not np.isfinite(se) or se <= 0:
         raise VerdictRefused(f"{what}: the difference has no variance over the {n} repeats (se = {se}), "
@@ -447,7 +439,6 @@ def compare_means(a, b=None, *, paired=True, names=("A", "B"), level=0.95, margi
     ``(low, high)`` states what the tested statistic can take by construction (a range or an
     absolute value is ``(0, None)``): a null at its edge cannot be rejected the other way and is
     refused (:class:`VerdictRefused`), as is a difference with no variance."""
-    from ._validation import check_bool
 
     paired = check_bool(paired, "paired")
     _check_level(level)
@@ -493,7 +484,6 @@ def compare_with_paper(ours: float, ours_se: float, paper: float, paper_se: floa
     ``"verdict"`` (a :class:`Verdict`, decided by :func:`compare_means`' rule: equivalence only
     within a stated ``margin``), ``"label"`` (the old string), ``"q"`` and ``"text"`` (ready to
     glue). A zero ``se`` is then refused (:class:`VerdictRefused`)."""
-    from ._validation import check_int, check_real
 
     ours = check_real(ours, "ours")
     paper = check_real(paper, "paper")
@@ -523,7 +513,6 @@ def holm(pvalues, alpha=0.05) -> np.ndarray:
     """Holm's step-down rejections at family-wise level ``alpha``: sort the m p values, reject the
     k-th smallest while ``p_(k) <= alpha / (m - k + 1)``, stop at the first that is not.
     Returns a boolean array in the input's order."""
-    from ._validation import as_float_array, check_real
 
     p = as_float_array(pvalues, "pvalues").ravel()
     alpha = check_real(alpha, "alpha", low=0, high=1, low_open=True, high_open=True)
@@ -545,7 +534,6 @@ def holm_signs(diffs, ses, n_repeats, alpha=0.05) -> dict:
     difference and p = 1 for an exact zero) and Holm's rejections over all of them. Returns
     ``{"p": array, "reject": bool array, "sign": int array}`` where ``sign`` is +1 / -1 for a
     rejected positive / negative difference and 0 where the test does not reject."""
-    from ._validation import as_float_array
 
     d = as_float_array(diffs, "diffs").ravel()
     se = as_float_array(ses, "ses").ravel()
@@ -566,12 +554,10 @@ def coverage_verdict(hits, total, nominal=0.95, alpha=0.05, *, what="the interva
     p = 0.057)", or "..., below 95 % (...)" / "above"."""
     from scipy import stats
 
-    from ._validation import check_int
 
     total = check_int(total, "total", low=1)
     hits = check_int(hits, "hits", low=0, high=total)
     nominal = _check_level(nominal)
-    from ._validation import check_real
 
     alpha = check_real(alpha, "alpha", low=0, high=1, low_open=True, high_open=True)
     p = float(stats.binomtest(hits, total, nominal).pvalue)
@@ -607,7 +593,6 @@ def match_table(ours, ours_se, paper, paper_se=0.0, *, n_repeats, lo=0.0, hi=Non
     otherwise). Returns the counts ``saturated``, ``informative``, ``matches``, ``differ``, ``ties``,
     the boolean arrays ``saturated_mask``, ``match_mask``, ``differ_mask``, the p values ``p`` (NaN
     for saturated cells) and ``text``."""
-    from ._validation import as_float_array, check_int, check_real
 
     o = as_float_array(ours, "ours")
     p = as_float_array(paper, "paper")
@@ -664,7 +649,6 @@ def order_verdict(means, ses, n_repeats, higher_is_better=True, level=0.95, *, n
     a t test, 10 repeats, Holm-corrected at 5 %; = : cannot be told apart)"``. Exactly equal means
     (a tie, e.g. 12 of 12 on every draw) are always ``=``; with no noise on either side a difference
     is a strict order. ``means`` and ``ses`` are dicts name -> value, or sequences with ``names``."""
-    from ._validation import as_float_array, check_bool, check_int
 
     hib = check_bool(higher_is_better, "higher_is_better")
     n = check_int(n_repeats, "n_repeats", low=2)

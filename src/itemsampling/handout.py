@@ -39,7 +39,7 @@ from sphinx.util.docutils import SphinxDirective
 
 # the reference labels live with the plain-Markdown citations that use them (``exercises``); this
 # module imports ``exercises``, never the other way round
-from .exercises import author_year_label
+from .exercises import author_year_label, classroom_notebook, glue_values, read_notebook, reader_notebook
 
 __all__ = ["setup", "author_year_label", "chapter_of", "plain_type_lines", "write_student_notebooks",
            "WIDGET_VIEW", "STUDENT_FOLDER", "STUDENT_ZIP"]
@@ -93,7 +93,6 @@ def _offer_ipynb(app, pagename, templatename, context, doctree) -> None:
         return
     import nbformat
 
-    from .exercises import glue_values, reader_notebook
 
     nb = nbformat.read(executed, as_version=4)
     glue_file = executed.with_name(executed.stem + ".glue.json")
@@ -254,7 +253,6 @@ def write_student_notebooks(app, exception) -> None:
 
     import nbformat
 
-    from .exercises import classroom_notebook, glue_values, read_notebook
 
     out = Path(app.outdir) / STUDENT_FOLDER
     out.mkdir(parents=True, exist_ok=True)
