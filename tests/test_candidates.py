@@ -180,6 +180,21 @@ def test_popularity_score_hand_computed():
         popularity_prone({"a": 1.0}, float("nan"))
 
 
+def test_popularity_prone_margin_and_relative_rules():
+    scores = {"a": 10.0, "b": 4.0, "c": 2.6, "d": 1.0}   # excess over the reference 2: 8, 2, 0.6, -1
+    assert popularity_prone(scores, 2.0) == ["a", "b", "c"]
+    assert popularity_prone(scores, 2.0, margin=1.0) == ["a", "b"]          # an excess above 1
+    assert popularity_prone(scores, 2.0, margin=2.0) == ["a"]               # 2 is not above 2
+    assert popularity_prone(scores, 2.0, relative=0.25) == ["a", "b"]       # at least 0.25 * 8 = 2
+    assert popularity_prone(scores, 2.0, relative=0.3) == ["a"]
+    assert popularity_prone(scores, 2.0, margin=0.5, relative=0.05) == ["a", "b", "c"]
+    assert popularity_prone({"d": 1.0}, 2.0, relative=1.0) == []            # no excess, nothing prone
+    with pytest.raises(ValueError, match="margin"):
+        popularity_prone(scores, 2.0, margin=-1.0)
+    with pytest.raises(ValueError, match="relative"):
+        popularity_prone(scores, 2.0, relative=0.0)
+
+
 def test_popular_is_popularity_prone_and_random_is_not(sim_split):
     _, split = sim_split
     ref = popularity_score(split.test.groupby("user")["item"].apply(lambda s: list(s)[:1]).explode()

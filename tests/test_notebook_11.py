@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from itemsampling.candidates import item_popularity, make_recommender
 from itemsampling.data import DATASETS, item_counts, leave_last_out, load_simulation, simulate
@@ -21,10 +22,12 @@ PARAMS = {
     "sample_size": 50,
     "k": 10,
     "n_boot": 20,
-    "coverage_repeats": 2,
+    "valid_draws": 2,
+    "coverage_repeats": 3,
     "sweep_dataset": "sim-ml100k",
     "sweep_zipfs": [0.0, 1.0],
     "sweep_model": "popular",
+    "sweep_datasets": 2,
     "sweep_draws": 1,
     "seed": 3,
 }
@@ -104,9 +107,19 @@ def test_validation_table(results, replay):
             assert row["MLE (uniform kernel)"] == pytest.approx(estimate_metric(r, N_bar, n, "ndcg", k, "mle"), rel=1e-9)
             assert 0 <= row["weighted correction"] <= 1
     pop_rows = [f"{NAME[m]}/{s}" for m in PARAMS["models"] for s in STRATS[1:]]
-    better = [r for r in pop_rows if abs(tab[r]["weighted correction"] / tab[r]["exact"] - 1) <
-              min(abs(tab[r][c] / tab[r]["exact"] - 1) for c in tab[r] if "uniform kernel" in c)]
-    assert results["ch11_n_better"] == len(better)
+    errs = results["ch11_rel_err_per_draw"]
+    naive = [c for c in tab[pop_rows[0]] if "uniform kernel" in c]
+    better = 0
+    for r in pop_rows:
+        for c in tab[r]:
+            if c != "exact":   # the first draw is the table's value
+                assert len(errs[f"{r}/{c}"]) == PARAMS["valid_draws"]
+                assert errs[f"{r}/{c}"][0] == pytest.approx(100 * (tab[r][c] / tab[r]["exact"] - 1), rel=1e-9)
+        best = min(naive, key=lambda c: abs(np.mean(errs[f"{r}/{c}"])))
+        w, b_ = np.abs(errs[f"{r}/weighted correction"]), np.abs(errs[f"{r}/{best}"])
+        t = stats.ttest_rel(w, b_)
+        better += bool(t.pvalue < 0.05 and np.mean(w - b_) < 0)
+    assert results["ch11_n_better"] == better
     assert results["ch11_n_pop_rows"] == len(pop_rows)
     # the headline of the chapter: on popularity decoys the correction beats the uniform kernel
     assert results["ch11_med_weighted_pop"] < results["ch11_med_naive_pop"]
@@ -116,21 +129,45 @@ def test_bounds_coverage_sweep_cli(results, replay):
     for row in results["ch11_bounds"].values():
         assert row["lower bound"] <= row["uniform kernel"] + 1e-9 <= row["upper bound"] + 2e-9
     reps = PARAMS["coverage_repeats"]
-    for c in results["ch11_coverage"].values():
-        assert c * reps == pytest.approx(round(c * reps))
-    n_int = reps * len(PARAMS["models"])
-    assert results["ch11_coverage_n"] == n_int
-    c = results["ch11_coverage_all"]
-    assert c == pytest.approx(np.mean(list(results["ch11_coverage"].values())))
-    assert results["ch11_coverage_all_se"] == pytest.approx(np.sqrt(max(c * (1 - c), 0.25 / n_int) / n_int))
-    # the Gini index of each simulated dataset of the dial, recomputed from its definition
+    hits = results["ch11_coverage_hits"]
+    assert set(hits) == {NAME[m] for m in PARAMS["models"]}
+    for name, h in hits.items():
+        assert len(h) == reps and set(h) <= {0.0, 1.0}
+        # per model, no pooling: the coverage is the model's own share, its lowest compatible value the exact
+        # one-sided 95% binomial (Clopper-Pearson) bound
+        assert results["ch11_coverage"][name] == pytest.approx(np.mean(h), abs=1e-12)
+        k_ = int(sum(h))
+        low = 0.0 if k_ == 0 else stats.beta.ppf(0.05, k_, reps - k_ + 1)
+        assert results["ch11_coverage_lowest"][name] == pytest.approx(low, abs=1e-12)
+        if k_ == reps:  # all covered: the bound is 0.05 ** (1 / reps)
+            assert low == pytest.approx(0.05 ** (1 / reps), rel=1e-9)
+        # the verdict: an exact two-sided binomial test against 95 %, its p value summed by hand
+        pmf = [stats.binom.pmf(j, reps, 0.95) for j in range(reps + 1)]
+        p_exact = min(1.0, sum(q for q in pmf if q <= pmf[k_] * (1 + 1e-7)))
+        v = results["ch11_coverage_verdict"][name]
+        assert v["p"] == pytest.approx(p_exact, rel=1e-6)
+        assert v["decided"] == (p_exact <= 0.05)
+    assert "ch11_coverage_all" not in results
+    assert results["ch11_cov_users"] == len(replay[(PARAMS["models"][0], "truth")][0])
+    # the Gini index of the dial's datasets (seeds base.seed + d), recomputed from the definition; a point's is their mean
     base = DATASETS[PARAMS["sweep_dataset"]]
     ginis = []
     for z in PARAMS["sweep_zipfs"]:
-        x = np.sort(item_counts(simulate(dataclasses.replace(base, zipf=z)).observed, base.n_items).astype(float))
-        i = np.arange(1, x.size + 1)
-        ginis.append((2 * i - x.size - 1) @ x / (x.size * x.sum()))
+        g_ = []
+        for d in range(PARAMS["sweep_datasets"]):
+            cfg = dataclasses.replace(base, zipf=z, seed=base.seed + d)
+            x = np.sort(item_counts(simulate(cfg).observed, base.n_items).astype(float))
+            i = np.arange(1, x.size + 1)
+            g_.append((2 * i - x.size - 1) @ x / (x.size * x.sum()))
+        ginis.append(np.mean(g_))
     np.testing.assert_allclose(results["ch11_sweep_gini"], sorted(ginis), rtol=1e-9)
+    pts = results["ch11_sweep_points"]
+    for z in PARAMS["sweep_zipfs"]:
+        pt = pts[f"{z}/weighted correction"]
+        assert len(pt["per_dataset"]) == PARAMS["sweep_datasets"]
+        x = np.array(pt["per_dataset"])
+        h = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+        np.testing.assert_allclose([pt["mean"], pt["low"], pt["high"]], [x.mean(), x.mean() - h, x.mean() + h], rtol=1e-9)
     assert results["ch11_cli_status"] == 0
     assert results["ch11_cli_estimate"] == pytest.approx(results["ch11_cli_api_estimate"], rel=1e-12)
     p, _ = replay[(PARAMS["models"][-1], "popularity")]

@@ -23,10 +23,6 @@ EXCEPTIONS = {
     ],
 }
 
-# chapters whose verdicts are rewritten on other branches; the coordinator removes the mark at merge
-ELSEWHERE = {"10", "11"}
-
-
 def _blank(match: re.Match) -> str:
     """Replace a span by blanks, keeping its line breaks (line numbers stay right)."""
     return re.sub(r"[^\n]", " ", match.group(0))
@@ -98,11 +94,7 @@ def test_scanner_finds_typed_verdicts_and_skips_the_rest():
     assert found == [(5, "matches"), (15, "always"), (15, "holds"), (18, "wins")]
 
 
-@pytest.mark.parametrize("page", [
-    pytest.param(p, id=p.stem[:5],
-                 marks=[pytest.mark.xfail(reason="fixed on branch verdicts-10-11", strict=False)]
-                 if p.stem[:2] in ELSEWHERE else [])
-    for p in PAGES])
+@pytest.mark.parametrize("page", [pytest.param(p, id=p.stem[:5]) for p in PAGES])
 def test_no_typed_verdict_words(page):
     allowed = EXCEPTIONS.get(page.name, [])
     used = set()

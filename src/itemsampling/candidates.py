@@ -48,7 +48,7 @@ import scipy.sparse as sp
 
 from . import models as _models
 from ._parallel import parallel_map
-from ._validation import as_rng, check_bool, check_int, check_memory
+from ._validation import as_rng, check_bool, check_int, check_memory, check_real
 from .data import SimulationConfig, gini, holdout_fraction, item_counts, n_items_of, n_users_of, simulate
 from .estimators.weighted import estimate_metric_weighted
 from .metrics import set_metric_values, topk_metric_values
@@ -309,15 +309,25 @@ def popularity_score(lists, popularity, normalize: bool = False) -> float:
     return score / N if normalize else score
 
 
-def popularity_prone(scores: dict, reference: float) -> list:
+def popularity_prone(scores: dict, reference: float, margin: float = 0.0, relative: float | None = None) -> list:
     """Names of the *popularity-prone* algorithms (Ihemelandu & Ekstrand 2023, Sec. III-E: "the
     tendency to recommend popular items disproportionately to their relevance"): those whose
     popularity score exceeds ``reference``, the popularity score of the relevant (held-out) items
-    themselves, i.e. what relevance alone warrants. Sorted by decreasing score."""
+    themselves, i.e. what relevance alone warrants, by more than ``margin`` (in the score's units,
+    e.g. a share of :math:`N` for mean popularity ranks; ``margin=0``: any excess). With
+    ``relative`` in (0, 1], an algorithm must also have an excess over ``reference`` of at least
+    ``relative`` times the largest excess among ``scores`` (the paper reads the label off "very high
+    popularity scores" relative to the other algorithms in its Fig. 2). Sorted by decreasing score."""
     reference = float(reference)
     if not np.isfinite(reference):
         raise ValueError(f"reference must be a finite number, got {reference}")
-    return [k for k, v in sorted(scores.items(), key=lambda kv: -kv[1]) if v > reference]
+    margin = check_real(margin, "margin", low=0.0)
+    excess = {k: float(v) - reference for k, v in scores.items()}
+    floor = 0.0
+    if relative is not None:
+        relative = check_real(relative, "relative", low=0.0, high=1.0, low_open=True)
+        floor = relative * max(excess.values(), default=0.0)
+    return [k for k, v in sorted(scores.items(), key=lambda kv: -kv[1]) if excess[k] > margin and excess[k] >= floor]
 
 
 def make_recommender(name: str, truth: pd.DataFrame | None = None, rng=None):

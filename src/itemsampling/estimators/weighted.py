@@ -435,11 +435,22 @@ def fit_weighted(decoy_probs, decoy_above, n_items: int, design: str = "with_rep
     (binomial kernel; Chapter 6's EM from uniform weights on the grid, with its stopping rule), and the ratio
     curve :math:`\rho(\pi) = (R-1)/\pi` (``method="ratio"``: piecewise linear in
     :math:`\log\pi` with knots at :math:`\pi = c/(n-1)` for counts :math:`c` spaced
-    geometrically from 1 to :math:`n-1`, constant beyond them, fitted by non-negative weighted
-    least squares of :math:`E[\rho(\pi) \mid c]` against the mean of
+    geometrically from 1 to :math:`n-1`, constant beyond them, fitted by penalised non-negative
+    weighted least squares of :math:`E[\rho(\pi) \mid c]` against the mean of
     :math:`(n-1)\widehat Y_u / c_u` in every count group :math:`c \ge 1` with two or more users;
     ``"uniform"``: :math:`\rho \equiv N-1`, the uniform kernel). :math:`R(\pi) = 1 + \pi\rho(\pi)`,
-    made non-decreasing."""
+    made non-decreasing.
+
+    The penalised fit: with :math:`\bar h_c` the group mean, :math:`s_c` its standard error,
+    :math:`x_c^\top\beta` the model's value and :math:`\tilde s = \mathrm{median}_c\, s_c`, the knot
+    values :math:`\beta \ge 0` minimise
+    :math:`\sum_c ((x_c^\top\beta - \bar h_c)/s_c)^2 + \sum_j ((\beta_{j+1} - \beta_j)/\tilde s)^2`
+    (``scipy.optimize.nnls`` on the stacked system). The second sum is a first-difference
+    smoothness penalty; its weight :math:`1/\tilde s^2` is fixed by a rule, not tuned on the data: a
+    jump between neighbouring knots costs as much as a residual of one standard error in a group of
+    median precision. Knots that no group informs take the nearest informed knot's value. With
+    per-user pools the probabilities differ between users even for uniform decoys
+    (:math:`1/(N_u-1)`), so the reduction to the uniform-kernel MLE needs equal probabilities."""
     if method not in ("ratio", "uniform"):
         raise ValueError(f"method must be 'ratio' or 'uniform', got {method!r}")
     p, a, N, design, pools = _prepare(decoy_probs, decoy_above, n_items, design)
