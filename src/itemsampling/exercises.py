@@ -67,6 +67,16 @@ def _is_blank(answer) -> bool:
 _LABEL_PARTS = re.compile(r"^ex-(\d+)-(\d+)$")
 
 
+def _not_answered(title: str) -> bool:
+    """What :func:`check` and :func:`check_digest` say of a blank answer: a message and ``False``
+    (under nbgrader, :class:`NotAnswered`, so the autograder scores the cell 0)."""
+    message = f"{title}: {NOT_ANSWERED} - assign your answer in the cell above and run this cell again."
+    if os.environ.get("NBGRADER_EXECUTION"):
+        raise NotAnswered(message)
+    print(message)
+    return False
+
+
 def exercise_title(label: str) -> str:
     """The reader's name of an exercise: ``"ex-10-2"`` is ``"Exercise 10.2"`` (chapter.number, as
     the book numbers it); any other label is returned as it is."""
@@ -134,11 +144,7 @@ def check(label: str, answer, expected, rtol: float = 1e-6, atol: float = 0.0, d
     title = exercise_title(label)
     _record_check(label, expected, rtol, digits)
     if _is_blank(answer):
-        message = f"{title}: {NOT_ANSWERED} - assign your answer in the cell above and run this cell again."
-        if os.environ.get("NBGRADER_EXECUTION"):
-            raise NotAnswered(message)
-        print(message)
-        return False
+        return _not_answered(title)
     hint = ""
     if isinstance(expected, (str, bool, np.bool_)) or not isinstance(
             expected, (numbers.Number, np.ndarray, list, tuple)):
@@ -341,11 +347,7 @@ def check_digest(label: str, answer, digest, *, digits: int | None = None, exact
     entries that are not right; it cannot tell how far off a wrong answer is."""
     title = exercise_title(label)
     if _is_blank(answer):
-        message = f"{title}: {NOT_ANSWERED} - assign your answer in the cell above and run this cell again."
-        if os.environ.get("NBGRADER_EXECUTION"):
-            raise NotAnswered(message)
-        print(message)
-        return False
+        return _not_answered(title)
     if digits is not None:
         digits_tolerance(1.0, digits)   # validates digits
     hint, wanted = "", ""
