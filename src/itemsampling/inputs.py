@@ -489,16 +489,22 @@ def k_value(text):
 
 
 
+def int_argument(text, low: int, expected: str) -> int:
+    """An integer option given on the command line, at least ``low``; anything else is an
+    ``argparse.ArgumentTypeError`` saying ``must be <expected>`` (argparse names the option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {expected}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be {expected}, got {text!r}")
+    return value
+
+
 def seed_value(text):
     """A seed given on the command line (``--seed``): a non-negative integer; anything else is an
     ``argparse.ArgumentTypeError`` (argparse names the option)."""
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
-    return seed
+    return int_argument(text, 0, "a non-negative integer")
 
 
 #: The largest catalogue size the commands accept (--n-items, an n_items column): 2^62, so that

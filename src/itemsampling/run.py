@@ -54,6 +54,7 @@ import yaml
 from ._parallel import SCHEDULER_ENV as _SCHEDULER_ENV
 from ._parallel import cluster_info
 from ._validation import check_int
+from .inputs import int_argument
 from ._version import __version__
 from .book import RESULTS_ENV
 
@@ -565,13 +566,7 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
 # command line
 # ---------------------------------------------------------------------------------------------
 def _positive_seconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number of seconds, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number of seconds, got {text!r}")
-    return value
+    return int_argument(text, 1, "a positive whole number of seconds")
 
 
 def _parse(argv=None):
