@@ -340,7 +340,8 @@ def verify(book: Path) -> list[str]:
 
 
 def write_config(book: Path, target: Path) -> Path:
-    """``BOOK/_config.yml`` with MyST-NB in cache mode on this build's cache, written to ``target``."""
+    """``BOOK/_config.yml`` with MyST-NB in cache mode on this build's cache, and this module as a
+    Sphinx extension (:func:`setup`), written to ``target``."""
     import yaml
 
     book = Path(book).resolve()
@@ -348,11 +349,60 @@ def write_config(book: Path, target: Path) -> Path:
     execute_ = config.setdefault("execute", {})
     execute_["execute_notebooks"] = "cache"
     execute_["cache"] = str(book / CACHE_DIR)
+    sphinx = config.setdefault("sphinx", {})
+    sphinx.setdefault("local_extensions", {})[Path(__file__).stem] = str(Path(__file__).resolve().parent)
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("# written by tools/preexecute_notebooks.py from _config.yml for this build\n"
                       + yaml.safe_dump(config, sort_keys=False))
     return target
+
+
+# --- the Sphinx side (cache mode) -----------------------------------------------------------------
+
+def restore_outputs(app, env) -> None:
+    """``env-updated``: put the cached outputs into the notebooks MyST-NB wrote to
+    ``_build/jupyter_execute/``. In cache mode MyST-NB 1.4.0 renders the page from the cached
+    notebook but writes the notebook it read, without outputs; in force mode it writes the executed
+    one. ``itemsampling.handout`` offers that file for download, so it must hold the outputs, as
+    with ``force``."""
+    from jupyter_cache import get_cache
+
+    config = env.mystnb_config
+    if config.execution_mode != "cache":
+        return
+    cache = get_cache(config.execution_cache_path)
+    folder = Path(config.output_folder)
+    for docname in sorted(env.found_docs):
+        path = folder.joinpath(*(docname + ".ipynb").split("/"))
+        if path.is_file():
+            restore_notebook(path, cache)
+
+
+def restore_notebook(path: Path, cache) -> bool:
+    """Merge the cached outputs into the notebook file ``path`` as MyST-NB does for the page
+    (``merge_match_into_notebook``, then the glue outputs taken out of the cells, as MyST-NB's glue
+    extraction does to the notebook it writes in force mode). False if the cache does not hold it
+    (a notebook MyST-NB does not execute)."""
+    import nbformat
+    from myst_nb.ext.glue import extract_glue_data_cell
+
+    notebook = nbformat.read(path, as_version=4)
+    try:
+        _, merged = cache.merge_match_into_notebook(notebook)
+    except KeyError:
+        return False
+    for cell in merged.cells:
+        if cell.cell_type == "code":
+            extract_glue_data_cell(cell)
+    path.write_text(nbformat.writes(merged), encoding="utf8")
+    return True
+
+
+def setup(app):
+    """Sphinx extension (added by :func:`write_config` to the cache-mode configuration only)."""
+    app.connect("env-updated", restore_outputs)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
 def main(argv=None) -> int:
