@@ -552,3 +552,22 @@ def test_replace_models_follows_the_memory_budget(monkeypatch):
         replace_models(["als"], 1000, substitute="ease")
     with pytest.raises(ValueError, match="^n_items must be"):
         replace_models(["als"], 0)
+
+
+def test_decoy_experiments_are_the_same_runs_in_workers():
+    from itemsampling.candidates import decoy_experiments
+
+    sim = simulate(SimulationConfig(n_users=120, n_items=150, true_profile_mean=60, profile_median=10, seed=5))
+    kw = dict(models=("popular", "itemknn", "als"), decoy_sizes=(10, 30), k=10, metrics=("ndcg",))
+    one = [decoy_experiment(sim.observed, rng=r, **kw) for r in (3, 4)]
+    for n_jobs in (1, 2):
+        runs = decoy_experiments(sim.observed, [3, 4], n_jobs=n_jobs, **kw)
+        for a, b in zip(runs, one):
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+            assert a.attrs["test_popularity_score"] == b.attrs["test_popularity_score"]
+            assert a.attrs["dropped_sizes"] == b.attrs["dropped_sizes"]
+    assert not one[0]["value"].equals(one[1]["value"])  # two seeds, two different runs
+    with pytest.raises(ValueError, match="^decoy_experiments takes the seeds in rngs"):
+        decoy_experiments(sim.observed, [3], rng=1, **kw)
+    with pytest.raises(ValueError, match="^rngs must be"):
+        decoy_experiments(sim.observed, [-1], **kw)

@@ -76,6 +76,7 @@ __all__ = [
     "replace_models",
     "evaluate_candidates",
     "decoy_experiment",
+    "decoy_experiments",
     "truth_experiment",
     "weighted_coverage",
     "CoverageStudy",
@@ -651,6 +652,25 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
     out.attrs["dropped_sizes"] = dropped
     out.attrs["max_decoys"] = largest
     return out
+
+
+def _decoy_run(interactions, rng, kwargs):
+    return decoy_experiment(interactions, rng=rng, **kwargs)
+
+
+def decoy_experiments(interactions: pd.DataFrame, rngs, n_jobs: int = 1, **kwargs) -> list:
+    """:func:`decoy_experiment` once per seed in ``rngs`` (independent splits, fits and decoy draws; ``kwargs`` are
+    its other arguments), the runs as independent tasks of :func:`itemsampling._parallel.parallel_map`: in this
+    process, in ``n_jobs`` joblib workers, or on the Dask cluster that ``$ITEMSAMPLING_SCHEDULER`` names. Each run
+    draws only from its own seed, so the results (a list of :func:`decoy_experiment` frames, in the order of
+    ``rngs``) are the same in every case."""
+    rngs = [check_int(r, "rngs", low=0) for r in np.atleast_1d(rngs).tolist()]
+    n_jobs = check_int(n_jobs, "n_jobs", low=-1)
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be >= 1 or -1 (all cores), got 0")
+    if "rng" in kwargs:
+        raise ValueError("decoy_experiments takes the seeds in rngs, not rng")
+    return parallel_map(_decoy_run, [(interactions, r, kwargs) for r in rngs], n_jobs)
 
 
 def _truth_repeat(config: SimulationConfig, models, n_decoys: int, k: int, metrics, fraction: float, rep: int,
