@@ -422,3 +422,152 @@ def test_evaluate_candidates_per_user_values(sim_split):
         assert v.shape == (split.users.size,)
         got = res[(res.candidates == c.label) & (res.metric == "recall")]["value"].iloc[0]
         assert got == pytest.approx(np.nanmean(v), rel=1e-12)
+
+
+# --- Chapter 11's coverage study (issue 31, part 4) and the memory-budget swap of chapters 9-11 -------------
+def _coverage_cases():
+    """Two synthetic 'models' on N = 120 items and 150 users: the items above each target (skewed to the
+    popular items, as a recommender's are), the target itself excluded, and the exact NDCG@10 of R."""
+    from itemsampling.metrics import evaluate
+
+    g = np.random.default_rng(0)
+    M, NN = 150, 120
+    w = 1.0 / np.arange(1, NN + 1)
+    cases = {}
+    for name, scale in (("good", 0.1), ("weak", 0.5)):
+        excluded = np.zeros((M, NN), dtype=bool)
+        excluded[np.arange(M), g.integers(0, NN, M)] = True
+        above = (g.random((M, NN)) < g.random((M, 1)) * scale * (w / w.max()) ** 0.3) & ~excluded
+        cases[name] = (above, excluded, NN, evaluate(1 + above.sum(axis=1), "ndcg", 10))
+    return cases, w
+
+
+def _chapter_loop(cases, w, d, reps, n_boot, seed):
+    """The loop chapter 11 ran before the port, verbatim: for model i and repeat rep a new sample of users
+    and decoys from default_rng([seed, 5, i, rep]), the bootstrap from default_rng([seed, 6, i, rep])."""
+    from itemsampling.candidates import draw_weighted_decoys
+    from itemsampling.estimators import estimate_metric_weighted
+
+    out = {}
+    for i, (m, (above, excluded, NN, exact)) in enumerate(cases.items()):
+        rows = []
+        for rep in range(reps):
+            g_ = np.random.default_rng([seed, 5, i, rep])
+            idx = g_.integers(0, above.shape[0], size=above.shape[0])
+            p, a = draw_weighted_decoys(above[idx], excluded[idx], w, d, rng=g_)
+            e = estimate_metric_weighted(p, a, NN, "ndcg", 10, ci=0.95, n_boot=n_boot,
+                                         rng=np.random.default_rng([seed, 6, i, rep]))
+            rows.append((e.estimate, e.low, e.high))
+        out[m] = np.array(rows)
+    return out
+
+
+def test_weighted_coverage_is_the_chapter_loop_here_in_workers_and_on_a_local_cluster(monkeypatch):
+    from distributed import LocalCluster
+
+    from itemsampling._parallel import SCHEDULER_ENV
+    from itemsampling.candidates import COVERAGE_COLUMNS, weighted_coverage
+
+    monkeypatch.delenv(SCHEDULER_ENV, raising=False)
+    cases, w = _coverage_cases()
+    kw = dict(n_decoys=12, metric="ndcg", k=10, n_repeats=4, n_boot=20, rng=3)
+    loop = _chapter_loop(cases, w, 12, 4, 20, 3)
+    local = weighted_coverage(cases, w, **kw)
+    assert list(local.table.index) == ["good", "weak"] and list(local.table.columns) == list(COVERAGE_COLUMNS)
+    for m, (_, _, _, exact) in cases.items():
+        np.testing.assert_array_equal(local.estimates[m], loop[m][:, 0])
+        np.testing.assert_array_equal(local.low[m], loop[m][:, 1])
+        np.testing.assert_array_equal(local.high[m], loop[m][:, 2])
+        hits = (loop[m][:, 1] <= exact) & (exact <= loop[m][:, 2])
+        np.testing.assert_array_equal(local.hits[m], hits)
+        row = local.table.loc[m]
+        h, c = int(hits.sum()), hits.mean()
+        assert row["coverage"] == c and row["MC s.e."] == pytest.approx(np.sqrt(c * (1 - c) / 4), abs=1e-15)
+        # the one-sided 95% Clopper-Pearson bound: P(at least h hits | coverage = bound) = 0.05
+        if h > 0:
+            assert stats.binom.sf(h - 1, 4, row["lowest coverage compatible"]) == pytest.approx(0.05, rel=1e-9)
+        else:
+            assert row["lowest coverage compatible"] == 0.0
+        sd = np.std(loop[m][:, 0], ddof=1)
+        assert row["exact"] == exact and row["s.d. of estimates"] == pytest.approx(sd, rel=1e-12)
+        assert row["bias %"] == pytest.approx(100 * (loop[m][:, 0].mean() / exact - 1), rel=1e-12)
+        assert row["width / (2 z s.d.)"] == pytest.approx(
+            (loop[m][:, 2] - loop[m][:, 1]).mean() / (2 * stats.norm.ppf(0.975) * sd), rel=1e-12)
+    # identical in two joblib workers and on a Dask cluster of two workers (the runner's --scheduler)
+    two = weighted_coverage(cases, w, n_jobs=2, **kw)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                      dashboard_address=None) as cluster:
+        monkeypatch.setenv(SCHEDULER_ENV, cluster.scheduler_address)
+        remote = weighted_coverage(cases, w, **kw)
+    for other in (two, remote):
+        for m in cases:
+            for field in ("estimates", "low", "high", "hits"):
+                np.testing.assert_array_equal(getattr(other, field)[m], getattr(local, field)[m])
+        pd.testing.assert_frame_equal(other.table, local.table, check_exact=True)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"cases": {}}, "^cases must be a non-empty dict"),
+    ({"n_repeats": 1}, r"^n_repeats must be .*>= 2|^n_repeats must be"),
+    ({"rng": -1}, "^rng"),
+    ({"rng": 1.5}, "^rng"),
+    ({"confidence": 1.0}, "^confidence"),
+    ({"n_jobs": 0}, "^n_jobs must be >= 1 or -1"),
+    ({"popularity": np.ones(5)}, "^popularity must hold 120 non-negative finite weights"),
+])
+def test_weighted_coverage_bad_input_names_the_argument(change, match):
+    from itemsampling.candidates import weighted_coverage
+
+    cases, w = _coverage_cases()
+    kw = dict(cases=cases, popularity=w, n_decoys=5, metric="ndcg", k=10, n_repeats=2, n_boot=5, rng=0)
+    with pytest.raises(ValueError, match=match):
+        weighted_coverage(**{**kw, **change})
+    above, excluded, NN, exact = cases["good"]
+    with pytest.raises(ValueError, match="above and excluded must be boolean"):
+        weighted_coverage(**{**kw, "cases": {"good": (above, excluded[:, :5], NN, exact)}})
+
+
+def test_replace_models_follows_the_memory_budget(monkeypatch):
+    from itemsampling.candidates import dense_matrix_bytes, replace_models
+    from itemsampling.experiments import MODEL_SPECS
+
+    # ItemKNN keeps four dense N x N float64 matrices, EASE three, the others none
+    assert dense_matrix_bytes("itemknn", 1000) == 32e6 and dense_matrix_bytes("ease", 1000) == 24e6
+    assert dense_matrix_bytes("als", 1000) == 0 == dense_matrix_bytes("userknn", 1000)
+    assert dense_matrix_bytes("Y", 1000, MODEL_SPECS) == 32e6  # chapter 9's names: Y is an ItemKNN
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(30_000_000))
+    assert replace_models(["ease", "als", "itemknn"], 1000) == (["ease", "als", "userknn"], {"itemknn": "userknn"})
+    # the budget is inclusive: 24 MB fits 24 MB
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(24_000_000))
+    assert replace_models(["ease"], 1000) == (["ease"], {})
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(20_000_000))
+    # UserKNN once: a second model beyond the budget, or one beside UserKNN, is left out
+    assert replace_models(["ease", "popular", "itemknn"], 1000) == (["userknn", "popular"],
+                                                                    {"ease": "userknn", "itemknn": None})
+    assert replace_models(["userknn", "ease"], 1000, MODEL_SPECS) == (["userknn"], {"ease": None})
+    assert replace_models(["als", "popular"], 10**6) == (["als", "popular"], {})
+    with pytest.raises(ValueError, match="^model must be one of"):
+        replace_models(["nope"], 1000)
+    with pytest.raises(ValueError, match="^substitute must be a model without dense item-item matrices"):
+        replace_models(["als"], 1000, substitute="ease")
+    with pytest.raises(ValueError, match="^n_items must be"):
+        replace_models(["als"], 0)
+
+
+def test_decoy_experiments_are_the_same_runs_in_workers():
+    from itemsampling.candidates import decoy_experiments
+
+    sim = simulate(SimulationConfig(n_users=120, n_items=150, true_profile_mean=60, profile_median=10, seed=5))
+    kw = dict(models=("popular", "itemknn", "als"), decoy_sizes=(10, 30), k=10, metrics=("ndcg",))
+    one = [decoy_experiment(sim.observed, rng=r, **kw) for r in (3, 4)]
+    for n_jobs in (1, 2):
+        runs = decoy_experiments(sim.observed, [3, 4], n_jobs=n_jobs, **kw)
+        for a, b in zip(runs, one):
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+            assert a.attrs["test_popularity_score"] == b.attrs["test_popularity_score"]
+            assert a.attrs["dropped_sizes"] == b.attrs["dropped_sizes"]
+    assert not one[0]["value"].equals(one[1]["value"])  # two seeds, two different runs
+    with pytest.raises(ValueError, match="^decoy_experiments takes the seeds in rngs"):
+        decoy_experiments(sim.observed, [3], rng=1, **kw)
+    with pytest.raises(ValueError, match="^rngs must be"):
+        decoy_experiments(sim.observed, [-1], **kw)

@@ -311,3 +311,31 @@ def test_typed_judgements_are_computed(results):
     assert results["ch09_boot_cov_p"] == pytest.approx(p, rel=1e-9)
     honest = [k.replace(" / ", " (") + ")" for k in tab if not rej[k]]
     assert set(results["ch09_boot_honest"].split(", ")) == (set(honest) if honest else {"none"})
+
+
+def test_a_model_beyond_the_memory_budget_is_replaced_and_the_page_says_so(tmp_path, monkeypatch):
+    """On a data folder of N = 1,633 items EASE's three dense N x N matrices need 64 MB: with a 60 MB budget the
+    chapter runs UserKNN in its place (chapter 8's rule, candidates.replace_models), its bootstrap study on it, and
+    says so on the page; the ranks are the folder's own under UserKNN."""
+    from movielens_folder import write_movielens
+    from rendered import rendered_prose
+
+    from itemsampling.experiments import load_interactions
+
+    path = write_movielens(tmp_path / "ml-data", "u.data", n_users=200, n_items=2000)
+    N = load_interactions(str(path)).attrs["n_items"]
+    assert N == 1633 and 24 * N ** 2 > 60_000_000  # EASE beyond the budget; Popular has no such matrix
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(60_000_000))
+    monkeypatch.setenv("ITEMSAMPLING_CACHE", str(tmp_path / "cache"))
+    params = {"dataset": str(path), "models": ["ease", "popular"], "boot_model": "ease", "n_repeats": 2, "n_jobs": 1,
+              "max_k": 10, "coverage_ms": [30], "coverage_ps": [0.1], "boot_users": 100, "boot_studies": 2,
+              "n_boot": 10, "test_boot": 10, "test_users": 100, "compare_draws": 2, "seed": 1}
+    out = run_notebook(NOTEBOOK, params, tmp_path / "out", progress=False, html=True)
+    res = out["results"]
+    assert res["ch09_model_replacements"] == {"ease": "userknn"}
+    assert res["ch09_models"] == ["userknn", "popular"]
+    gr = load_global_ranks(str(path), ["userknn"], rng=1, progress=False)
+    assert res["ch09_boot_truth"] == pytest.approx(np.mean(gr["userknn"] <= 10), rel=1e-12)
+    prose = rendered_prose(tmp_path / "out" / out["html"])
+    assert f"ease needs {24 * N ** 2 / 1e6:,.0f} MB of dense" in prose and "replaced by userknn" in prose
+    assert "memory budget of 60 MB" in prose

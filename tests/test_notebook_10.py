@@ -286,3 +286,56 @@ def test_sweep_slope_recomputed(results):
     assert g.shape == lift.shape == (PARAMS["sweep_repeats"], len(PARAMS["sweep_zipfs"]))
     slopes = [np.polyfit(g[r], lift[r], 1)[0] for r in range(g.shape[0])]
     np.testing.assert_allclose(results["ch10_sweep_slope"], t_interval(slopes), rtol=1e-9)
+
+
+def test_oracle_sampled_bias_and_slope_verdicts_are_the_book_tests(results):
+    """The three sentences of issue 28 (points 8-11 leftovers) decided by scipy's t tests and Holm's rule, recomputed
+    from the recorded per-simulation values: the Oracle's full-set nDCG bias against every other model's (paired),
+    each sampled set's nDCG bias against zero, and the slope of the lift against the Gini index."""
+    per, R = results["ch10_truth_per_sim_ndcg"], PARAMS["truth_repeats"]
+    models = PARAMS["truth_models"]
+    bias = {(m, s): np.subtract(per[f"{m}/{s}"]["M_obs"], per[f"{m}/{s}"]["M_truth"])
+            for m in models for s in ("full", "uniform", "popularity")}
+
+    def holm_count(ps):
+        ps = np.sort(ps)
+        k = 0
+        while k < ps.size and ps[k] <= 0.05 / (ps.size - k):
+            k += 1
+        return k
+
+    # the Oracle: one paired t test per other model (t with R - 1 degrees of freedom below 30 repeats)
+    p_below = []
+    for m in models:
+        if m == "oracle":
+            continue
+        t = stats.ttest_rel(bias[("oracle", "full")], bias[(m, "full")])
+        p_below.append(t.pvalue if t.statistic < 0 else 1.0)
+        v = results["ch10_oracle_bias_vs"][m]
+        assert v["p"] == pytest.approx(t.pvalue, rel=1e-9)
+        assert v["direction"] == (int(np.sign(t.statistic)) if t.pvalue < 0.05 else 0)
+    assert results["ch10_oracle_lowest_bias"] == (holm_count(np.array(p_below)) == len(p_below))
+    assert f"Paired over the {R} simulations" in results["ch10_oracle_text"]
+    assert f"of {len(p_below)} other algorithms (Holm-corrected at 5 %)" in results["ch10_oracle_text"]
+    # the sampled sets: the nDCG part of the count (RR adds its own tests to both sides)
+    assert results["ch10_sampled_bias_tests"] == 2 * len(models) * 2
+    sv = results["ch10_sampled_bias_verdicts"]
+    assert len(sv) == results["ch10_sampled_bias_tests"]
+    for m in models:
+        for s in ("uniform", "popularity"):
+            t = stats.ttest_1samp(bias[(m, s)], 0.0)
+            assert sv[f"ndcg/{m}/{s}"]["p"] == pytest.approx(t.pvalue, rel=1e-9)
+            assert sv[f"ndcg/{m}/{s}"]["direction"] == (int(np.sign(t.statistic)) if t.pvalue < 0.05 else 0)
+    # the counts are Holm's rule over all of them, one side at a time
+    for key, side in (("ch10_sampled_bias_below_zero", -1), ("ch10_sampled_bias_above_zero", 1)):
+        ps = np.array([v["p"] if v["direction"] == side else 1.0 for v in sv.values()])
+        assert results[key] == holm_count(ps)
+    # the slope of the lift against the Gini index: a one-sample t test of the per-draw slopes
+    g = np.array(results["ch10_sweep_gini_per_repeat"])
+    lift = np.array(results["ch10_sweep_lift_per_repeat"])
+    slopes = np.array([np.polyfit(g[r], lift[r], 1)[0] for r in range(g.shape[0])])
+    t = stats.ttest_1samp(slopes, 0.0)
+    v = results["ch10_sweep_slope_verdict"]
+    assert v["p"] == pytest.approx(t.pvalue, rel=1e-9)
+    assert v["decided"] == bool(t.pvalue < 0.05) and v["direction"] == (int(np.sign(t.statistic)) if t.pvalue < 0.05 else 0)
+    assert f"{PARAMS['sweep_repeats']} repeats" in results["ch10_sweep_trend"]

@@ -19,7 +19,8 @@ PARAMS = {"n_items": 300, "sample_size": 30, "n_users": 150, "beta_a": {"A": 0.3
           "grid_items": [300], "grid_sizes": [30], "grid_users": [150], "grid_a": [0.3, 0.6], "grid_ks": [5, 10],
           "grid_repeats": 2, "seed": 4,
           "plan_items": 300, "plan_users": 200, "plan_margin": 0.05, "plan_sizes": [20], "plan_sim": 5,
-          "plan_runs": 10, "cov_studies": 4, "cov_boot": 10}
+          "plan_runs": 10, "cov_studies": 4, "cov_boot": 10,
+          "weighted_models": ["popular", "itemknn"], "weighted_draws": 3, "weighted_repeats": 4}
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +146,46 @@ def test_coverage_study_of_both_targets(results):
     assert results["guide_cov_test"] == hits["test-users"] / PARAMS["cov_studies"]
     assert results["guide_cov_width_ratio"] == pytest.approx(np.mean(widths["test-users"]) / np.mean(widths["population"]))
     assert results["guide_cov_se"] == pytest.approx(np.sqrt(0.95 * 0.05 / PARAMS["cov_studies"]))
+
+
+def test_convention_1_limits_are_computed(results):
+    """Convention 1's limits of the popularity correction: the rows whose whole 95 % t interval of the relative error
+    (over the draws) lies beyond the threshold, and each model's coverage by the exact binomial test, recomputed from
+    the recorded draws and hits; and the first draw of each row is the weighted correction on the page's seeds."""
+    from scipy import stats
+
+    from itemsampling.candidates import draw_weighted_decoys, item_popularity, make_recommender, rank_masks
+    from itemsampling.data import leave_last_out, load_simulation
+    from itemsampling.estimators import estimate_metric_weighted
+
+    errs = results["guide_weighted_errors"]
+    models, draws = ["popular", "itemknn"], 3
+    assert sorted(errs) == sorted(f"{m}/{d}" for m in models for d in ("with_replacement", "successive"))
+    beyond = 0
+    for e in errs.values():
+        e = np.asarray(e)
+        assert e.size == draws
+        h = stats.t.ppf(0.975, draws - 1) * e.std(ddof=1) / np.sqrt(draws)
+        beyond += bool(e.mean() - h > 20 or e.mean() + h < -20)
+    assert results["guide_weighted_rows_beyond"] == beyond and results["guide_weighted_rows"] == 4
+    text = results["guide_weighted_limits"]
+    assert f"in {beyond} of 4 rows" in text
+    for m in models:
+        hits = results["guide_weighted_hits"][m]
+        assert len(hits) == 4 and results["guide_weighted_coverage"][m] == np.mean(hits)
+        p = stats.binomtest(int(sum(hits)), 4, 0.95).pvalue
+        assert f"{m} covers its truth in {int(sum(hits))} of 4 repeats" in text and f"p = {p:.2g}" in text
+    # the first draw of the Popular / with-replacement row, replayed from the page's seeds
+    seed, n = PARAMS["seed"], PARAMS["sample_size"]
+    sim = load_simulation("sim-ml100k")
+    N = sim.config.n_items
+    train, test = leave_last_out(sim.observed, rng=np.random.default_rng([seed, 11]))
+    model = make_recommender("popular", rng=np.random.default_rng([seed, 12, 0])).fit(train, n_items=N)
+    above, excl = rank_masks(model, train, test, rng=np.random.default_rng([seed, 13, 0]))
+    exact = evaluate(1 + above.sum(axis=1), "ndcg", 10)
+    assert results["guide_weighted_exact"]["popular"] == pytest.approx(exact, rel=1e-12)
+    N_bar = int(round(float((N - excl.sum(axis=1) + 1).mean())))
+    p_, a_ = draw_weighted_decoys(above, excl, item_popularity(train, N), n - 1, replacement=True,
+                                  rng=np.random.default_rng([seed, 14, 0, 0, 0]))
+    first = 100 * (estimate_metric_weighted(p_, a_, N_bar, "ndcg", 10) / exact - 1)
+    assert errs["popular/with_replacement"][0] == pytest.approx(first, rel=1e-9)

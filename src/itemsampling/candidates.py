@@ -34,7 +34,9 @@ the simulator's complete preferences; metrics against the observed test items
 Ranks and decoys for the estimators: :func:`target_ranks` (global and sampled ranks of one
 held-out item per user) and, for Chapter 11's popularity-weighted decoys, :func:`rank_masks` (the
 items above each target) and :func:`draw_weighted_decoys` (the decoys' single-draw probabilities
-and flags, the input of :func:`itemsampling.estimators.weighted.estimate_metric_weighted`).
+and flags, the input of :func:`itemsampling.estimators.weighted.estimate_metric_weighted`), and
+the chapter's coverage study of their intervals, each model's target scored against its own truth
+(:func:`weighted_coverage`; its repeats run through :func:`itemsampling._parallel.parallel_map`).
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from scipy import stats
 
 from . import models as _models
 from ._parallel import parallel_map
-from ._validation import as_rng, check_bool, check_int, check_memory, check_real
+from ._validation import as_rng, check_bool, check_int, check_memory, check_real, check_seed, memory_limit
 from .data import SimulationConfig, gini, holdout_fraction, item_counts, n_items_of, n_users_of, simulate
 from .estimators.weighted import estimate_metric_weighted
 from .metrics import set_metric_values, topk_metric_values
@@ -69,10 +72,15 @@ __all__ = [
     "popularity_prone",
     "max_decoys",
     "make_recommender",
+    "dense_matrix_bytes",
+    "replace_models",
     "evaluate_candidates",
     "decoy_experiment",
+    "decoy_experiments",
     "truth_experiment",
     "weighted_coverage",
+    "CoverageStudy",
+    "COVERAGE_COLUMNS",
     "target_ranks",
     "rank_masks",
     "draw_weighted_decoys",
@@ -328,6 +336,46 @@ def popularity_prone(scores: dict, reference: float, margin: float = 0.0, relati
         relative = check_real(relative, "relative", low=0.0, high=1.0, low_open=True)
         floor = relative * max(excess.values(), default=0.0)
     return [k for k, v in sorted(scores.items(), key=lambda kv: -kv[1]) if excess[k] > margin and excess[k] >= floor]
+
+
+def dense_matrix_bytes(name: str, n_items: int, specs=None) -> float:
+    """Bytes of the dense :math:`N\\times N` item-item matrices that model ``name`` allocates when it is
+    fitted on ``n_items`` items (8 bytes a cell times the model class's number of such matrices; 0 for
+    a model without one), the request :meth:`itemsampling.models.Recommender.fit` checks against the
+    memory budget. ``specs`` maps names to ``(class name, parameters)`` (default :data:`RECOMMENDERS`;
+    chapter 9 passes :data:`itemsampling.experiments.MODEL_SPECS`)."""
+    specs = RECOMMENDERS if specs is None else specs
+    if not isinstance(name, str) or name not in specs:
+        raise ValueError(f"model must be one of {sorted(specs)}, got {name!r}")
+    n_items = check_int(n_items, "n_items", low=1)
+    return getattr(_models, specs[name][0])._dense_item_matrices * 8.0 * n_items * n_items
+
+
+def replace_models(models, n_items: int, specs=None, substitute: str = "userknn"):
+    """The models that fit the memory budget (:func:`itemsampling._validation.memory_limit`) at
+    ``n_items`` items, the rule of chapter 8's TORS-shaped catalogues applied to a data folder:
+    a model whose dense item-item matrices (:func:`dense_matrix_bytes`) exceed the budget is
+    replaced by ``substitute`` (a model with no item-item matrix; default UserKNN), or left out when
+    ``substitute`` is already in the list. Returns ``(kept, swaps)``: the list in the given order
+    with the replacements in place, and ``{model: substitute or None}`` for the models replaced or
+    left out (empty when everything fits)."""
+    specs = RECOMMENDERS if specs is None else specs
+    models = [models] if isinstance(models, str) else list(models)
+    if substitute not in specs:
+        raise ValueError(f"substitute must be one of {sorted(specs)}, got {substitute!r}")
+    if dense_matrix_bytes(substitute, n_items, specs) > 0:
+        raise ValueError(f"substitute must be a model without dense item-item matrices, got {substitute!r}")
+    budget = memory_limit()
+    kept, swaps = [], {}
+    for m in models:
+        if dense_matrix_bytes(m, n_items, specs) <= budget:
+            kept.append(m)
+        else:
+            alt = substitute if substitute not in models and substitute not in kept else None
+            swaps[m] = alt
+            if alt:
+                kept.append(alt)
+    return kept, swaps
 
 
 def make_recommender(name: str, truth: pd.DataFrame | None = None, rng=None):
@@ -606,6 +654,25 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
     return out
 
 
+def _decoy_run(interactions, rng, kwargs):
+    return decoy_experiment(interactions, rng=rng, **kwargs)
+
+
+def decoy_experiments(interactions: pd.DataFrame, rngs, n_jobs: int = 1, **kwargs) -> list:
+    """:func:`decoy_experiment` once per seed in ``rngs`` (independent splits, fits and decoy draws; ``kwargs`` are
+    its other arguments), the runs as independent tasks of :func:`itemsampling._parallel.parallel_map`: in this
+    process, in ``n_jobs`` joblib workers, or on the Dask cluster that ``$ITEMSAMPLING_SCHEDULER`` names. Each run
+    draws only from its own seed, so the results (a list of :func:`decoy_experiment` frames, in the order of
+    ``rngs``) are the same in every case."""
+    rngs = [check_int(r, "rngs", low=0) for r in np.atleast_1d(rngs).tolist()]
+    n_jobs = check_int(n_jobs, "n_jobs", low=-1)
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be >= 1 or -1 (all cores), got 0")
+    if "rng" in kwargs:
+        raise ValueError("decoy_experiments takes the seeds in rngs, not rng")
+    return parallel_map(_decoy_run, [(interactions, r, kwargs) for r in rngs], n_jobs)
+
+
 def _truth_repeat(config: SimulationConfig, models, n_decoys: int, k: int, metrics, fraction: float, rep: int,
                   ss: np.random.SeedSequence, batch_size: int = 512) -> list:
     """One simulation of :func:`truth_experiment` from its own seed sequence ``ss`` (so its result
@@ -855,39 +922,105 @@ def gini_sweep(base: SimulationConfig, zipfs, models=("popular", "itemknn", "als
     return pd.DataFrame(out, columns=["zipf", "gini", "model", "candidates", "value"])
 
 
-def _coverage_repeat(above, excluded, popularity, n_decoys, n_items, metric, k, n_boot, confidence, decoy_key,
-                     boot_key, rep):
-    p, a = draw_weighted_decoys(above, excluded, popularity, n_decoys, rng=np.random.default_rng([*decoy_key, rep]))
+def _coverage_repeat(above_bits, excluded_bits, n_cols, popularity, n_decoys, n_items, metric, k, n_boot,
+                     confidence, seed, case, rep):
+    """One repeat of :func:`weighted_coverage` (masks packed with ``numpy.packbits`` along the items, so
+    that a task on a cluster carries an eighth of the bytes)."""
+    above = np.unpackbits(above_bits, axis=1, count=n_cols).view(bool)
+    excluded = np.unpackbits(excluded_bits, axis=1, count=n_cols).view(bool)
+    g = np.random.default_rng([seed, 5, case, rep])
+    idx = g.integers(0, above.shape[0], size=above.shape[0])  # a new sample of users from the population
+    p, a = draw_weighted_decoys(above[idx], excluded[idx], popularity, n_decoys, rng=g)
     e = estimate_metric_weighted(p, a, n_items, metric, k, ci=confidence, n_boot=n_boot,
-                                 rng=np.random.default_rng([*boot_key, rep]))
-    return e.estimate, e.low, e.high
+                                 rng=np.random.default_rng([seed, 6, case, rep]))
+    return float(e.estimate), float(e.low), float(e.high)
 
 
-def weighted_coverage(above, excluded, popularity, n_decoys: int, n_items, metric: str, k, exact: float,
-                      n_repeats: int, n_boot: int = 100, confidence: float = 0.95, decoy_key=(0,), boot_key=(1,),
-                      n_jobs: int = 1) -> dict:
-    r"""Coverage of the ratio-curve intervals (Chapter 11's coverage study): ``n_repeats`` times,
-    draw ``n_decoys`` popularity-weighted decoys per user (:func:`draw_weighted_decoys`, with
-    replacement, repeat ``j`` from ``numpy.random.default_rng([*decoy_key, j])``), estimate the
-    metric with a ``confidence`` user-bootstrap interval
-    (:func:`itemsampling.estimators.estimate_metric_weighted`, ``n_boot`` replicates from
-    ``default_rng([*boot_key, j])``) and check whether it holds the ``exact`` value.
+@dataclass
+class CoverageStudy:
+    """The result of :func:`weighted_coverage`: ``table`` (one row per case, see there) and, per case,
+    the arrays over the repeats ``hits`` (bool), ``estimates``, ``low`` and ``high``."""
 
-    The repeats run in this process, in ``n_jobs`` joblib workers, or on the Dask cluster that
-    ``$ITEMSAMPLING_SCHEDULER`` names (:func:`itemsampling._parallel.parallel_map`), with the same
-    values in every case. Returns ``{"hits", "estimates", "widths"}`` arrays of length ``n_repeats``."""
-    n_repeats = check_int(n_repeats, "n_repeats", low=1)
+    table: pd.DataFrame
+    hits: dict
+    estimates: dict
+    low: dict
+    high: dict
+
+
+#: Columns of :attr:`CoverageStudy.table`.
+COVERAGE_COLUMNS = ("coverage", "MC s.e.", "lowest coverage compatible", "exact", "mean estimate", "bias %",
+                    "s.d. of estimates", "mean width", "width / (2 z s.d.)")
+
+
+def weighted_coverage(cases, popularity, n_decoys: int, metric: str, k: int, n_repeats: int, n_boot: int = 100,
+                      confidence: float = 0.95, rng: int = 0, n_jobs: int = 1) -> CoverageStudy:
+    r"""Chapter 11's coverage study of the weighted correction's intervals, each target scored against
+    its own truth.
+
+    ``cases`` maps a name (a model) to ``(above, excluded, n_items, exact)``: the masks of
+    :func:`rank_masks` for the population of test users, the catalogue or pool size passed to
+    :func:`itemsampling.estimators.estimate_metric_weighted`, and the population value of the metric
+    (the mean of :math:`F(R_u)` over those users). The intervals of ``estimate_metric_weighted(...,
+    ci=confidence)`` resample users, so they are intervals for the population metric; each repeat
+    therefore draws a new sample of users (as many as the population, with replacement) and new
+    popularity-weighted decoys for them (:func:`draw_weighted_decoys`, ``n_decoys`` per user with
+    replacement, weights ``popularity``), and the interval (``n_boot`` bootstrap replicates) is
+    scored against ``exact``.
+
+    Repeat ``j`` of the ``i``-th case draws its users and decoys from
+    ``numpy.random.default_rng([rng, 5, i, j])`` and its bootstrap from ``default_rng([rng, 6, i, j])``,
+    so the repeats are independent tasks and the values are the same in this process, in ``n_jobs``
+    joblib workers and on the Dask cluster that ``$ITEMSAMPLING_SCHEDULER`` names (the runner's
+    ``--scheduler``; :func:`itemsampling._parallel.parallel_map`).
+
+    ``table`` has one row per case: ``coverage`` :math:`\hat c` (the share of repeats whose interval
+    holds ``exact``), its Monte Carlo standard error :math:`\sqrt{\hat c(1-\hat c)/J}` over the
+    :math:`J` repeats, ``lowest coverage compatible`` (the one-sided 95% exact binomial lower bound
+    of Clopper & Pearson 1934, the 5% quantile of Beta(hits, J - hits + 1); 0 without a hit),
+    ``exact``, the mean estimate and its bias in %, the standard deviation of the estimates over the
+    repeats, the mean interval width and the width over :math:`2 z\,\mathrm{s.d.}` with
+    :math:`z = \Phi^{-1}((1 + \mathrm{confidence})/2)` (above 1: wider than the spread of the
+    estimates calls for; NaN when the estimates do not vary)."""
+    if not isinstance(cases, dict) or not cases:
+        raise ValueError("cases must be a non-empty dict {name: (above, excluded, n_items, exact)}")
+    n_decoys = check_int(n_decoys, "n_decoys", low=1)
+    n_repeats = check_int(n_repeats, "n_repeats", low=2)
+    n_boot = check_int(n_boot, "n_boot", low=2)
+    confidence = check_real(confidence, "confidence", 0.0, 1.0, low_open=True, high_open=True)
     n_jobs = check_int(n_jobs, "n_jobs", low=-1)
     if n_jobs == 0:
         raise ValueError("n_jobs must be >= 1 or -1 (all cores), got 0")
-    keys = []
-    for name, key in (("decoy_key", decoy_key), ("boot_key", boot_key)):
-        key = list(np.atleast_1d(key).tolist())
-        if not key or not all(isinstance(x, int) and x >= 0 for x in key):
-            raise ValueError(f"{name} must be a non-empty sequence of non-negative integers (seed words), got {key!r}")
-        keys.append(key)
-    args = (np.asarray(above, dtype=bool), np.asarray(excluded, dtype=bool), np.asarray(popularity, dtype=np.float64),
-            n_decoys, n_items, metric, k, n_boot, confidence, *keys)
-    out = np.array(parallel_map(_coverage_repeat, [(*args, rep) for rep in range(n_repeats)], n_jobs), dtype=float)
-    est, low, high = out[:, 0], out[:, 1], out[:, 2]
-    return {"hits": (low <= exact) & (exact <= high), "estimates": est, "widths": high - low}
+    rng = check_seed(rng, "rng")  # the first word of every repeat's seed
+    w = np.asarray(popularity, dtype=np.float64)
+    tasks, exact = [], {}
+    for i, (name, case) in enumerate(cases.items()):
+        if not isinstance(case, (tuple, list)) or len(case) != 4:
+            raise ValueError(f"cases[{name!r}] must be (above, excluded, n_items, exact), got {type(case).__name__}")
+        above, excluded, n_items, ex = case
+        above, excluded = np.asarray(above, dtype=bool), np.asarray(excluded, dtype=bool)
+        if above.ndim != 2 or excluded.shape != above.shape or above.shape[0] < 1:
+            raise ValueError(f"cases[{name!r}]: above and excluded must be boolean (M, N) arrays of the same shape")
+        if w.shape != (above.shape[1],) or not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ValueError(f"popularity must hold {above.shape[1]} non-negative finite weights")
+        exact[name] = check_real(ex, f"cases[{name!r}] exact")
+        packed = (np.packbits(above, axis=1), np.packbits(excluded, axis=1), above.shape[1])
+        tasks += [(*packed, w, n_decoys, n_items, metric, k, n_boot, confidence, int(rng), i, rep)
+                  for rep in range(n_repeats)]
+    out = np.array(parallel_map(_coverage_repeat, tasks, n_jobs), dtype=float).reshape(len(cases), n_repeats, 3)
+    z = float(stats.norm.ppf((1 + confidence) / 2))
+    rows, hits, ests, low, high = {}, {}, {}, {}, {}
+    for (name, ex), res in zip(exact.items(), out):
+        ests[name], low[name], high[name] = res[:, 0], res[:, 1], res[:, 2]
+        hits[name] = (low[name] <= ex) & (ex <= high[name])
+        h = int(hits[name].sum())
+        c = h / n_repeats
+        sd = float(np.std(ests[name], ddof=1))
+        width = float(np.mean(high[name] - low[name]))
+        rows[name] = dict(zip(COVERAGE_COLUMNS, (
+            c, float(np.sqrt(c * (1 - c) / n_repeats)),
+            float(stats.beta.ppf(0.05, h, n_repeats - h + 1)) if h > 0 else 0.0,
+            ex, float(np.mean(ests[name])), 100 * (float(np.mean(ests[name])) / ex - 1) if ex != 0 else np.nan,
+            sd, width, width / (2 * z * sd) if sd > 0 else np.nan)))
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=list(COVERAGE_COLUMNS))
+    return CoverageStudy(table, hits, ests, low, high)
