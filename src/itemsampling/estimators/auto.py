@@ -74,19 +74,30 @@ from .bootstrap import AutoEstimate, ModelComparison, ModelsBootstrap, _per_mode
 from .conditional import check_target, conditional_metrics
 from .distribution import _fit
 from .estimate import _estimate, _ks, _prepare, _vectors
-from .grid import cached_kernel, grid_kernel, resolve_grid
+from .grid import cached_kernel, grid_kernel, rank_grid, resolve_grid
 
-__all__ = ["CANDIDATES", "GAMMA", "N_SIM", "FITS", "AutoSelection", "select_estimators", "beta_fit",
+__all__ = ["CANDIDATES", "GAMMA", "N_SIM", "FITS", "SMOOTH_FITS", "FALLBACK_FITS", "GOF_LEVEL", "AutoSelection",
+           "select_estimators", "beta_fit", "beta_mixture_fit", "goodness_of_fit",
            "auto_estimates", "bootstrap_metric", "bootstrap_metrics", "compare_estimates", "bootstrap_models"]
 
-#: The candidates of ``method="auto"``, in tie-break order.
-CANDIDATES = ("mle", "mes", "cls", "bv", "mn_mle")
+#: The candidates of ``method="auto"``, in tie-break order (module docstring: why not MES and MN_MLE).
+CANDIDATES = ("mle", "cls", "bv")
 #: BV's :math:`\gamma` among the candidates (Krichene & Rendle's value; the guide's "BV 0.1").
 GAMMA = 0.1
-#: Simulated data sets per fit.
-N_SIM = 12
-#: The fits of :math:`P(R)` the errors are simulated under.
-FITS = ("mle", "mes", "bv", "beta")
+#: Simulated data sets per fit (for the learnt candidates; the fixed corrections' errors are exact).
+N_SIM = 16
+#: The smooth fits of :math:`P(R)` the errors are computed under, when the data do not reject them.
+SMOOTH_FITS = ("beta", "beta2")
+#: Free parameters of each smooth fit (the goodness-of-fit test's degrees of freedom).
+N_PARAMS = {"beta": 3, "beta2": 6}
+#: The nonparametric fits, used only when every smooth fit is rejected.
+FALLBACK_FITS = ("mle", "mes")
+#: Every fit the selection may use.
+FITS = SMOOTH_FITS + FALLBACK_FITS
+#: Level of the chi-square goodness-of-fit test that keeps a smooth fit, and the least expected count per
+#: pooled cell.
+GOF_LEVEL = 0.01
+GOF_MIN_EXPECTED = 5.0
 _LINEAR = ("cls", "bv")
 #: options of the candidates that ``auto`` sets itself, and those it accepts from the caller
 _OWN = {"bv": {"gamma": GAMMA}}
@@ -123,6 +134,9 @@ class AutoSelection:
     rmse, bias : dict       (metric, k) -> {candidate: {fit: simulated RMSE / bias}}.
     reason : dict           (metric, k) -> one line saying why.
     estimates : dict        (metric, k) -> {candidate: its estimate on the data}.
+    plausibility : dict     smooth fit -> its chi-square test against the data (``chi2``, ``df``, ``p``,
+                            ``kept``).
+    fallback : str          why the nonparametric fits were used ("" when a smooth fit was kept).
     """
 
     metrics: list
@@ -137,6 +151,8 @@ class AutoSelection:
     bias: dict = field(default_factory=dict)
     reason: dict = field(default_factory=dict)
     estimates: dict = field(default_factory=dict)
+    plausibility: dict = field(default_factory=dict)
+    fallback: str = ""
 
     def method(self, metric, k) -> str:
         return self.chosen[(metric, k)]
@@ -157,7 +173,8 @@ class AutoSelection:
             return f"{m}@{'all' if k is None else k}"
 
         return {"candidates": list(self.candidates), "restricted": self.restricted, "skipped": dict(self.skipped),
-                "fits": list(self.fits), "n_sim": self.n_sim,
+                "fits": list(self.fits), "n_sim": self.n_sim, "plausibility": dict(self.plausibility),
+                "fallback": self.fallback,
                 "choices": {lab(mk): {"method": c, "reason": self.reason[mk], "margin": self.margin(*mk),
                                       "rmse": self.rmse.get(mk, {}), "bias": self.bias.get(mk, {})}
                             for mk, c in self.chosen.items()}}
@@ -175,6 +192,85 @@ def _sampled(R, N, n, replacement, gen):
     if replacement:
         return 1 + gen.binomial(n - 1, (R - 1) / (N - 1))
     return 1 + gen.hypergeometric(R - 1, N - R, n - 1)
+
+
+def _sampled_law(P, K):
+    """The sampled-rank law :math:`\tilde P(r) = \sum_R P(R) P(r\mid R)` of a fit (TORS Eq. 5)."""
+    q = np.clip(P @ K, 0.0, None)
+    return q / q.sum()
+
+
+def goodness_of_fit(counts, q, n_params: int) -> tuple:
+    r"""Pearson's chi-square test of the sampled-rank histogram ``counts`` (:math:`c_r`, :math:`r = 1..n`)
+    against a fit's sampled-rank law ``q``: adjacent ranks are pooled from the top until each pooled
+    cell expects at least :data:`GOF_MIN_EXPECTED` users (the last remainder joins the cell before it),
+    :math:`X^2 = \sum (c - Mq)^2 / (Mq)` on :math:`B` cells with :math:`B - 1 -` ``n_params`` degrees
+    of freedom. Returns ``(X2, df, p)`` (``p = 1`` when no degree of freedom is left)."""
+    from scipy import stats
+
+    M = float(np.sum(counts))
+    e, o = M * np.asarray(q, np.float64), np.asarray(counts, np.float64)
+    bins_e, bins_o, acc_e, acc_o = [], [], 0.0, 0.0
+    for ei, oi in zip(e, o):
+        acc_e += ei
+        acc_o += oi
+        if acc_e >= GOF_MIN_EXPECTED:
+            bins_e.append(acc_e)
+            bins_o.append(acc_o)
+            acc_e = acc_o = 0.0
+    if acc_e > 0 or acc_o > 0:
+        if bins_e:
+            bins_e[-1] += acc_e
+            bins_o[-1] += acc_o
+        else:
+            bins_e, bins_o = [acc_e], [acc_o]
+    be, bo = np.array(bins_e), np.array(bins_o)
+    x2 = float(np.sum((bo - be) ** 2 / np.maximum(be, 1e-300)))
+    df = be.size - 1 - int(n_params)
+    return x2, df, (float(stats.chi2.sf(x2, df)) if df > 0 else 1.0)
+
+
+def _linear_exact(P, N, n, metrics, ks, method, params, replacement, M):
+    r"""Exact bias and RMSE of a fixed correction under a fit :math:`P(R)` (no simulation): the estimate
+    :math:`\frac1M\sum_u \widehat F(r_u)` is linear in the sampled ranks, so its error against the users'
+    own metric, :math:`\frac1M\sum_u [\widehat F(r_u) - F(R_u)]`, is a mean of :math:`M` independent
+    per-user errors :math:`e = \widehat F(r) - F(R)`, :math:`R \sim P`, :math:`r \sim P(r\mid R)`:
+    bias :math:`b = \sum_R P(R)\,[(K\widehat F)_R - F(R)]`, second moment
+    :math:`s = \sum_R P(R)\,[(K\widehat F^2)_R - 2F(R)(K\widehat F)_R + F(R)^2]`, and
+    :math:`\mathrm{RMSE} = \sqrt{b^2 + (s - b^2)/M}`. Returns ``(rmse, bias)``, each (metrics, ks)."""
+    K = cached_kernel(N, n, replacement)
+    Fh = _linear_vectors(N, n, metrics, ks, method, params, None).reshape(n, -1)
+    R = np.arange(1, N + 1)
+    F = np.column_stack([metric_function(m, k, N)(R) for m in metrics for k in ks])
+    KF, KF2 = K @ Fh, K @ (Fh ** 2)
+    b = P @ (KF - F)
+    s = P @ (KF2 - 2.0 * F * KF + F ** 2)
+    rmse = np.sqrt(b ** 2 + np.maximum(s - b ** 2, 0.0) / M)
+    shape = (len(metrics), len(ks))
+    return rmse.reshape(shape), b.reshape(shape)
+
+
+def _smooth_fits(r, N, n, replacement, g, sel):
+    """The smooth fits (Beta, two-Beta mixture), each with its goodness-of-fit test; ``{name: P}`` of
+    those not rejected at :data:`GOF_LEVEL` (the record goes to ``sel.plausibility``)."""
+    K = cached_kernel(N, n, replacement) if g is None else grid_kernel(g, n, replacement)
+    counts = np.bincount(r, minlength=n + 1)[1:]
+    kept, beta_ab = {}, None
+    for f in SMOOTH_FITS:
+        try:
+            if f == "beta":
+                P, beta_ab = beta_fit(r, N, n, replacement, g, return_params=True)
+            else:
+                P = beta_mixture_fit(r, N, n, replacement, g, start=beta_ab)
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
+            sel.skipped[f"fit {f}"] = f"{type(e).__name__}: {e}"
+            continue
+        x2, df, p = goodness_of_fit(counts, _sampled_law(P, K), N_PARAMS[f])
+        ok = p >= GOF_LEVEL
+        sel.plausibility[f] = {"chi2": x2, "df": df, "p": p, "kept": bool(ok)}
+        if ok:
+            kept[f] = P
+    return kept
 
 
 def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=None, pools=None, n_sim=N_SIM,
@@ -227,36 +323,42 @@ def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=Non
                 sel.chosen[(m, k)] = cands[0]
                 sel.reason[(m, k)] = f"{cands[0]}: the only candidate ({sel.restricted or 'the others failed'})"
         return sel
-    # the fits of P(R) the errors are simulated under
-    ns = n
-    fits = {}
-    for f in FITS:
-        if f == "bv" and g is not None:
-            sel.skipped["fit bv"] = "the BV-derived P(R) needs every cut-off 1..N: not on the grid"
-            continue
-        try:
-            if f == "beta":
-                P = beta_fit(r, N, ns, replacement, g)
-            else:
-                P = np.asarray(_fit(r, N, ns, f, replacement, {}, g if f != "bv" else None).distribution, np.float64)
-            P = np.clip(P, 0.0, None)
-            fits[f] = P / P.sum()
-        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
-            sel.skipped[f"fit {f}"] = f"{type(e).__name__}: {e}"
+    # the fits of P(R) the errors are simulated under: the smooth fits the data do not reject, else
+    # the nonparametric ones
+    fits = _smooth_fits(r, N, n, replacement, g, sel)
+    if not fits:
+        sel.fallback = (f"every smooth fit was rejected at the {GOF_LEVEL:g} level: the errors were simulated "
+                        f"under the nonparametric {'/'.join(x.upper() for x in FALLBACK_FITS)} fits, which "
+                        "underrate the learnt estimators' bias below one kernel width")
+        for f in FALLBACK_FITS:
+            try:
+                P = np.asarray(_fit(r, N, n, f, replacement, {}, g).distribution, np.float64)
+                P = np.clip(P, 0.0, None)
+                fits[f] = P / P.sum()
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
+                sel.skipped[f"fit {f}"] = f"{type(e).__name__}: {e}"
+        if not fits:
+            raise ValueError(f"method 'auto': no fit of P(R) works on these data ({sel.skipped})")
     sel.fits = tuple(fits)
     sel.n_sim = n_sim
     M = r.size
     Fs = [[metric_function(m, k, N) for k in ks] for m in metrics]
     rmse = {c: {} for c in cands}
     bias = {c: {} for c in cands}
+    exact = g is None  # the fixed corrections' errors in closed form on ranks; simulated on a grid
     for f, P in fits.items():
-        R = _draw_global(P, g, N, (n_sim, M), gen)
-        rs = _sampled(R, N, n, replacement, gen)
-        T = np.array([[[float(np.mean(F(R[s]))) for F in row] for row in Fs] for s in range(n_sim)])
-        C = np.stack([np.bincount(rs[s], minlength=n + 1)[1:] for s in range(n_sim)]).astype(np.float64)
-        rep = _Replicator(N, n, np.full(n, n), np.arange(1, n + 1), C, metrics, ks)
+        learnt = [c for c in cands if c not in _LINEAR or not exact]
+        if learnt:
+            R = _draw_global(P, g, N, (n_sim, M), gen)
+            rs = _sampled(R, N, n, replacement, gen)
+            T = np.array([[[float(np.mean(F(R[s]))) for F in row] for row in Fs] for s in range(n_sim)])
+            C = np.stack([np.bincount(rs[s], minlength=n + 1)[1:] for s in range(n_sim)]).astype(np.float64)
+            rep = _Replicator(N, n, np.full(n, n), np.arange(1, n + 1), C, metrics, ks)
         for c in list(cands):
             try:
+                if c in _LINEAR and exact:
+                    rmse[c][f], bias[c][f] = _linear_exact(P, N, n, metrics, ks, c, _params(c, base), replacement, M)
+                    continue
                 if c in _LINEAR:  # linear in the histogram: the data's corrected vectors, already built
                     E = _linear_sims(C, r, N, n, metrics, ks, c, _params(c, base), est, g)
                 else:
@@ -269,6 +371,7 @@ def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=Non
             rmse[c][f] = np.sqrt(np.mean(err ** 2, axis=0))
             bias[c][f] = np.mean(err, axis=0)
     sel.candidates = tuple(cands)
+    fit_names = "/".join(x.upper() for x in fits)
     for i, m in enumerate(metrics):
         for j, k in enumerate(ks):
             mk = (m, k)
@@ -277,44 +380,106 @@ def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=Non
             worst = {c: max(sel.rmse[mk][c].values()) for c in cands}
             order = sorted(cands, key=lambda c: (worst[c], cands.index(c)))
             sel.chosen[mk] = order[0]
-            fit_names = "/".join(x.upper() for x in fits)
             second = f"; next {order[1]} {worst[order[1]]:.3g}" if len(order) > 1 else ""
             sel.reason[mk] = (f"{order[0]}: smallest worst-case simulated RMSE over the {fit_names} fits "
-                              f"({worst[order[0]]:.3g}{second}; {n_sim} simulated data sets per fit)")
+                              f"({worst[order[0]]:.3g}{second}; {n_sim} simulated data sets per fit"
+                              + ("; fallback: every smooth fit rejected" if sel.fallback else "") + ")")
     return sel
 
 
-def _beta_masses(a, b, N, g):
+def _beta_masses(a, b, N, g, s=1.0):
+    r"""Masses of the Beta rank model :math:`\Pr(R \le K) = I_{u_K}(a, b)`,
+    :math:`u_K = (K - 1 + s)/(N - 1 + s)`, on the ranks 1..N or on the cells of ``g`` (exact cell masses
+    from the cells' upper ends). The offset :math:`s` spans the book's model
+    (:math:`s = 0`: :func:`itemsampling.mapping.beta_rank_cdf`, :math:`R = 1` has probability 0) and the
+    rank fraction :math:`R/N \sim \mathrm{Beta}(a, b)` (:math:`s = 1`, as
+    :func:`itemsampling.plan.beta_rank_distribution`)."""
     from scipy import special
 
-    # Pr(R <= K) = I_{(K-1)/(N-1)}(a, b): the book's Beta rank model (itemsampling.mapping.beta_rank_cdf)
     hi = np.arange(1, N + 1) if g is None else g.hi
-    edges = np.concatenate([[0.0], (hi - 1.0) / (N - 1.0)])
-    P = np.diff(special.betainc(a, b, edges))
+    P = np.diff(special.betainc(a, b, np.concatenate([[0.0], (hi - 1.0 + s) / (N - 1.0 + s)])))
     return np.clip(P, 0.0, None)
 
 
-def beta_fit(r, N, n, replacement=True, g=None) -> np.ndarray:
-    r"""The maximum-likelihood Beta rank model: :math:`\Pr(R \le K) = I_{(K-1)/(N-1)}(a, b)`, the
-    CDF-discretised Beta of :func:`itemsampling.mapping.beta_rank_cdf` (Li et al. 2020 Sec. 3.2 fit its
-    :math:`b = 1` case to real data) with both parameters free, :math:`(a, b)` maximising the sampled-rank likelihood
-    :math:`\sum_r c_r \log \sum_R P_{a,b}(R) P(r\mid R)` (Jin et al. 2021 Eq. 19 restricted to the
-    family). Its power law at the top of the ranking extrapolates inside one kernel width, where the
-    nonparametric fits cannot see. Cell masses on a grid ``g``."""
+def _fit_grid(N, n, g):
+    """The representation the smooth fits are optimised on: ``g`` when given, else a coarse grid (one
+    cell per rank for the first 64 ranks, 4 cells per kernel width below) when it is much smaller than
+    the catalogue; cell masses of the smooth families are exact and the grid kernel averages the kernel
+    over each cell (:func:`~.grid.grid_kernel`), so the likelihood is that of the ranks to within the
+    kernel's variation inside a cell."""
+    if g is not None:
+        return g
+    gf = rank_grid(N, n, resolution=4.0, top=64, exact=False)
+    return None if gf.exact or gf.n_cells > N // 4 else gf
+
+
+def _ml_fit(r, N, n, replacement, g, masses, starts, maxiter):
+    """Maximise the sampled-rank likelihood :math:`\sum_r c_r \log \sum_R P_x(R) P(r\mid R)` (Jin et al.
+    2021 Eq. 19 restricted to a family ``masses(x, N, grid)``) by Nelder-Mead from each start; the best
+    ``(x, negative log-likelihood)``."""
     from scipy import optimize
 
     c = np.bincount(r, minlength=n + 1)[1:].astype(np.float64)
-    K = cached_kernel(N, n, replacement) if g is None else grid_kernel(g, n, replacement)
+    gf = _fit_grid(N, n, g)
+    K = cached_kernel(N, n, replacement) if gf is None else grid_kernel(gf, n, replacement)
 
     def nll(x):
-        a, b = np.exp(np.clip(x, -6.0, 6.0))
-        q = _beta_masses(a, b, N, g) @ K
-        return -float(c @ np.log(np.maximum(q, 1e-300)))
+        return -float(c @ np.log(np.maximum(masses(x, N, gf) @ K, 1e-300)))
 
-    best = min((optimize.minimize(nll, x0, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-8 * r.size})
-                for x0 in ([np.log(0.5), 0.0], [0.0, np.log(3.0)])), key=lambda res: res.fun)
-    a, b = np.exp(np.clip(best.x, -6.0, 6.0))
-    P = _beta_masses(a, b, N, g)
+    best = min((optimize.minimize(nll, np.array(x0, np.float64), method="Nelder-Mead",
+                                  options={"xatol": 1e-3, "fatol": 1e-6 * r.size, "maxiter": maxiter})
+                for x0 in starts), key=lambda res: res.fun)
+    return best.x, best.fun
+
+
+def _beta_x(s):
+    def masses(x, N, g):
+        a, b = np.exp(np.clip(x[:2], -6.0, 8.0))
+        return _beta_masses(a, b, N, g, s)
+    return masses
+
+
+def _mix_x(s):
+    def masses(x, N, g):
+        a1, b1, a2, b2 = np.exp(np.clip(x[:4], -6.0, 8.0))
+        w = 1.0 / (1.0 + np.exp(-np.clip(x[4], -30.0, 30.0)))
+        return w * _beta_masses(a1, b1, N, g, s) + (1.0 - w) * _beta_masses(a2, b2, N, g, s)
+    return masses
+
+
+#: the offsets s of the Beta rank model that the fits try (the book's model and R/N ~ Beta)
+OFFSETS = (0.0, 1.0)
+
+
+def beta_fit(r, N, n, replacement=True, g=None, return_params=False):
+    r"""The maximum-likelihood Beta rank model: :math:`\Pr(R \le K) = I_{(K-1+s)/(N-1+s)}(a, b)`
+    (:func:`_beta_masses`; the offset :math:`s` is one of :data:`OFFSETS`: the book's model, Li et al.
+    2020 Sec. 3.2, who fit its :math:`b = 1` case to real data, and :math:`R/N \sim \mathrm{Beta}(a, b)`),
+    :math:`(a, b, s)` maximising the sampled-rank likelihood :math:`\sum_r c_r \log \sum_R P_{a,b}(R)
+    P(r\mid R)` (Jin et al. 2021 Eq. 19 restricted to the family). Smooth by construction: its power law
+    at the top of the ranking extrapolates inside one kernel width, where the nonparametric fits cannot
+    see. Masses on the ranks 1..N, or on the cells of ``g``; with ``return_params`` also ``(a, b, s)``."""
+    starts = ([np.log(0.5), 0.0], [0.0, np.log(3.0)])
+    fits = [(*_ml_fit(r, N, n, replacement, g, _beta_x(s), starts, 400), s) for s in OFFSETS]
+    x, _, s = min(fits, key=lambda f: f[1])
+    P = _beta_x(s)(x, N, g)
+    P = P / P.sum()
+    a, b = np.exp(np.clip(x[:2], -6.0, 8.0))
+    return (P, (float(a), float(b), float(s))) if return_params else P
+
+
+def beta_mixture_fit(r, N, n, replacement=True, g=None, start=None) -> np.ndarray:
+    r"""The maximum-likelihood mixture of two Beta rank models,
+    :math:`P(R) = w P_{a_1,b_1,s}(R) + (1-w) P_{a_2,b_2,s}(R)` (:func:`beta_fit`'s family, with the Beta
+    fit's offset :math:`s`), maximising the sampled-rank likelihood over :math:`(a_1, b_1, a_2, b_2, w)`
+    (Nelder-Mead on log / logit scales from two starts: the Beta fit ``start`` :math:`(a, b, s)` beside a component Beta(1, n - 1) that holds the
+    top kernel width of the ranking, and a two-mode start). It covers a popularity-like step or two
+    modes, which one Beta cannot. Masses on the ranks 1..N, or on the cells of ``g``."""
+    a0, b0, s = start if start is not None else (0.5, 1.0, 0.0)
+    starts = ([np.log(a0), np.log(b0), 0.0, np.log(max(n - 1, 1)), 1.0],
+              [np.log(0.5), np.log(2.0), np.log(2.0), np.log(0.7), 0.0])
+    x, _ = _ml_fit(r, N, n, replacement, g, _mix_x(s), starts, 1200)
+    P = _mix_x(s)(x, N, g)
     return P / P.sum()
 
 
