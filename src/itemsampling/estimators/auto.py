@@ -64,7 +64,20 @@ How well it does
 ----------------
 :func:`validation_study` (the guide's Table G.4; ``benchmarks/auto_validation.py`` at full size):
 rank models Beta a = 0.3, 0.6 and a popularity-like step, N/(n-1) = 5, 50, 200, M = 500 and 5,000,
-K = 10 and 50 (36 cells), 10 repeats: VALIDATION_RESULT
+K = 10 and 50 (36 cells), 10 repeats. Auto's relative RMSE was within 25 % of the cell's best (over
+all five corrected estimators, MES and MN_MLE included) in 26 of the 36 cells, below MLE's in 25 (equal,
+MLE picked every time, in 7), and above 1.25 x MLE's in 1 (the step model, N/(n-1) = 50, M = 5,000,
+K = 50: 1.32 x). The last session's minimax over the MLE, MES, BV-derived and Beta fits: 16 of 36 and
+3. The issue's targets (20 of 24 cells, i.e. five in six, and none above 1.25 x MLE) are **not met**.
+The misses are the step model at N/(n-1) of 50 and 200 (all 8 of its cells there: the step, the top
+2 % of the catalogue, lies inside one kernel width, where no fit of the sampled ranks can tell a step
+from a steep Beta; the smooth fits disagree and the pick changes between data sets) and Beta a = 0.6
+at N/(n-1) = 200 with M = 500 (1.5-1.7 x: MLE picked on 2 of 20 data sets, whose MLE errors dominate
+the RMSE). So the default method stays MLE; ``method="auto"`` is an option. The guide's Table G.4
+runs the same study with fewer repeats.
+
+Cost (``benchmarks/bench_auto.py``: N = 3,706, n = 100, M = 6,040, 2 models x 9 metric@K with 200
+bootstrap replicates): BENCH_RESULT
 
 The bias margin
 ---------------
@@ -111,7 +124,7 @@ N_PARAMS = {"beta": 3, "beta-": 3, "beta+": 3, "beta2": 6}
 #: CLS is assessed only where BV's score is at most this many times the best score of the other
 #: candidates (one bounded least squares per metric@K costs seconds at N in the thousands; the two
 #: fixed corrections share the uniform prior's bias: in the validation grid CLS's error was never
-#: below 0.6 x BV's, so where BV is twice the best, CLS cannot win by much).
+#: below 0.55 x BV's, so where BV is more than twice the best, CLS is still at least 1.1 x the best).
 CLS_SCREEN = 2.0
 #: The nonparametric fits, used only when every smooth fit is rejected.
 FALLBACK_FITS = ("mle", "mes")
@@ -706,7 +719,8 @@ def common_choice(selections: list) -> dict:
         if not common:
             raise ValueError("method 'auto': the models share no candidate estimator")
         if all(s.score.get(mk) for s in selections):
-            worst = {c: max(s.score[mk][c] for s in selections) for c in common}
+            # a candidate one model did not assess (CLS screened out there) counts as infinitely bad
+            worst = {c: max(s.score[mk].get(c, np.inf) for s in selections) for c in common}
             c = min(common, key=lambda x: (worst[x], common.index(x)))
             out[mk] = (c, f"{c}: smallest predicted RMSE, worst case over the {len(selections)} models "
                           f"({worst[c]:.3g}; {selections[0].reason[mk].split(': ', 1)[1].split(' (')[0]})")
