@@ -319,8 +319,8 @@ def format_report(result: dict) -> str:
             + ([_fmt(r["uniform"])] if weighted else []) + [_fmt(r["sampled"])] for r in result["estimates"]]
     lines += _columns(header, body, numeric=(2, 3, 4, 5))
     if result["method"] == "auto":  # one line per model and metric@K: what auto chose and why
-        lines += ["", "method auto chose, per model and metric (the worst case over the fits of P(R) of each "
-                      "candidate's simulated error):"]
+        lines += ["", "method auto chose, per model and metric (each candidate's error under the smooth fits of "
+                      "P(R) that the data do not reject):"]
         lines += [f"  {r['model']} {r['label']}: {r['reason']}" for r in result["estimates"]]
     for note in result.get("notes", []):  # the ResolutionWarning of estimate_metric, under the table
         lines += ["", f"Note: {note}"]
