@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Build the Jupyter Book rooted at $1 (default: the repository root) from a clean state and fail
 # on any warning or notebook execution error. `jupyter-book build` can exit 0 after a notebook
 # failed, so the log and the execution reports are checked as well.
