@@ -34,6 +34,7 @@ from ._parallel import parallel_map
 from ._validation import ResolutionWarning, check_bool, check_int, check_real
 from .data import CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, load_dataset, load_npz, stable_hash
 from .estimators.corrected import _metric_matrix
+from .estimators.grid import _single_blas_thread
 from .metrics import metric_curve
 from .sampling import adaptive_sample_ranks, sample_ranks
 
@@ -190,9 +191,7 @@ def _one_table5_repeat(R, N, n0, n_max, n_fix, ks, seed, gamma, eta, grid):
 
 
 def _blas1(fn, *args):
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1, "blas"):  # many small products: one BLAS thread per worker is faster
+    with _single_blas_thread():  # many small products: one BLAS thread per worker is faster
         return fn(*args)
 
 

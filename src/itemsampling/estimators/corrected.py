@@ -182,6 +182,32 @@ def _weighted_products(n_items, sample_size, replacement, weights, Fmat, lo_byte
                                Fmat, gram)
 
 
+@functools.lru_cache(maxsize=4)
+def _prior_products(n_items: int, sample_size: int, replacement: bool, lo_bytes, p_bytes: bytes):
+    r"""``(K^T W K, K^T w)`` of :func:`_weighted_products` for the weights whose float64 bytes are
+    ``p_bytes`` (a learnt prior), cached on them and on every other input: BV and MN with the same
+    prior (BV_MLE and MN_MLE, BV_MES and MN_MES of one sample) share one computation, the same
+    arithmetic (read-only results)."""
+    p = np.frombuffer(p_bytes, dtype=np.float64)
+    KtDK, _, c = _weighted_products(n_items, sample_size, replacement, p, None, lo_bytes)
+    KtDK.flags.writeable = False
+    c.flags.writeable = False
+    return KtDK, c
+
+
+@functools.lru_cache(maxsize=4)
+def _prior_rhs(names: tuple, ks: tuple, n_items: int, sample_size: int, replacement: bool, lo_bytes,
+               p_bytes: bytes) -> np.ndarray:
+    r""":math:`K^\top W F` of :meth:`_Targets.kernel_rhs` for the metrics ``names`` at the cut-offs
+    ``ks`` on the rows (ranks, or the cells starting at ``lo_bytes``), with the weights whose float64
+    bytes are ``p_bytes``; cached on every input, as :func:`_prior_products` (read-only)."""
+    grid = None if lo_bytes is None else _make_grid(n_items, np.frombuffer(lo_bytes, dtype=np.int64))
+    out = _Targets(list(names), list(ks), n_items, grid).kernel_rhs(n_items, sample_size, replacement,
+                                                                    np.frombuffer(p_bytes, dtype=np.float64))
+    out.flags.writeable = False
+    return out
+
+
 class _Targets:
     r"""The target metric vectors F(R), one per (metric, cut-off) pair, built lazily, over the global
     ranks or (``grid``, a :class:`~itemsampling.estimators.grid.RankGrid` with cells wider than one
@@ -638,9 +664,13 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
         KtDK = KtK / n_items
         c = colsum / n_items
     else:
-        KtDK, _, c = _weighted_products(n_items, sample_size, replacement, p, None, key)
+        KtDK, c = _prior_products(n_items, sample_size, replacement, key, np.ascontiguousarray(p).tobytes())
         colsum = _prior_free(n_items, sample_size, replacement, key)[1] if method == "mn" else None
-    rhs = targets.kernel_rhs(n_items, sample_size, replacement, p)
+    if type(targets) is _Targets:  # shared by BV and MN with the same prior (BV_MLE and MN_MLE, ...)
+        rhs = _prior_rhs(tuple(targets.names), tuple(None if k is None else int(k) for k in targets.ks), n_items,
+                         sample_size, replacement, key, np.ascontiguousarray(p).tobytes())
+    else:
+        rhs = targets.kernel_rhs(n_items, sample_size, replacement, p)
 
     def gram(M):  # sum p K K^T, less (1/M) sum m K K^T for MN (m = 1 per rank, |c| per cell)
         if banded:  # the upper band, in one pass
@@ -659,13 +689,22 @@ def _banded_choice(grid, n: int, replacement: bool, solver: str):
     most about :math:`n/2`, on a grid), with the grid kernel and its bands of 16 cells when it is."""
     if solver not in ("auto", "dense", "banded"):
         raise ValueError(f"solver must be 'auto', 'dense' or 'banded', got {solver!r}")
-    if grid is None or solver == "dense":
+    if grid is None or solver == "dense" or (solver == "auto" and n < _BANDED_MIN_N):
         return False, None, None, n
     K = grid_kernel(grid, n, replacement)
-    with _single_blas_thread():
-        bands = _row_bands(K, block=_BAND_BLOCK)
+    bands = _grid_row_bands(grid.n_items, n, replacement, grid.lo.tobytes())
     u = max(hi - lo for _, _, lo, hi in bands)
     return solver == "banded" or (n >= _BANDED_MIN_N and 2 * (u + 1) <= n), K, bands, u
+
+
+@functools.lru_cache(maxsize=6)
+def _grid_row_bands(N: int, n: int, replacement: bool, lo_bytes) -> tuple:
+    """The bands of 16 cells (:func:`.grid._row_bands`) of the grid kernel (:func:`.grid.grid_kernel`,
+    cached) of the grid whose first ranks are ``lo_bytes``: cached beside it, as every BV / MN solve
+    on the same grid and size reads them."""
+    K = grid_kernel(_make_grid(N, np.frombuffer(lo_bytes, dtype=np.int64)), n, replacement)
+    with _single_blas_thread():
+        return tuple(_row_bands(K, block=_BAND_BLOCK))
 
 
 def _corrected_on_grid(names, ks, grid, sample_size, method, prior=None, n_users=None, gamma=None,
