@@ -208,6 +208,30 @@ def _prior_rhs(names: tuple, ks: tuple, n_items: int, sample_size: int, replacem
     return out
 
 
+_CHECKED_PAIRS: set = set()  # (metrics, cut-offs, N) found valid by _check_pairs, with the types of the cut-offs
+
+
+def _check_pairs(names, ks, n_items) -> None:
+    """Validate every (metric, cut-off) pair (k >= 1 or None, the metric / k combination), as
+    :func:`~itemsampling.metrics.metric_function` does; a combination found valid once is not checked
+    again (keyed on the names, the cut-offs with their types, and N): the experiments' repeats ask for
+    the same 50 cut-offs thousands of times."""
+    try:
+        key = (tuple(names), tuple((type(k), k) for k in ks), n_items)
+        hash(key)
+    except TypeError:  # an unhashable cut-off: checked (and refused) below, never remembered
+        key = None
+    if key is not None and key in _CHECKED_PAIRS:
+        return
+    for name in names:
+        for k in ks:
+            metric_function(name, None if k is None else check_int(k, "k", low=1), n_items)
+    if key is not None:
+        if len(_CHECKED_PAIRS) > 1024:
+            _CHECKED_PAIRS.clear()
+        _CHECKED_PAIRS.add(key)
+
+
 class _Targets:
     r"""The target metric vectors F(R), one per (metric, cut-off) pair, built lazily, over the global
     ranks or (``grid``, a :class:`~itemsampling.estimators.grid.RankGrid` with cells wider than one
@@ -228,8 +252,7 @@ class _Targets:
         self.grid = None if grid is None or grid.exact else grid  # the rows: ranks, or cells wider than one rank
         self.solve_grid = grid  # the grid the caller asked for (the banded solver's choice)
         self.pairs = [(name, k) for name in self.names for k in self.ks]
-        for name, k in self.pairs:  # validates k >= 1 (or None) and the metric / k combination
-            metric_function(name, None if k is None else check_int(k, "k", low=1), n_items)
+        _check_pairs(self.names, self.ks, n_items)
         self._matrix = None
 
     def matrix(self) -> np.ndarray:
