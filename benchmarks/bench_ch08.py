@@ -10,6 +10,9 @@ n = 500 / 500 / 1,000 (500 on sim-ml1m), n_0 by ``initial_size_rule`` (n_max / 1
 five Beta(a, 1.2) rank models (a = 0.25 ... 0.45) as in ``bench_adaptive.py``; the cost depends
 on N, M and the sizes, not on the models. One BLAS thread, as in the chapter.
 
+``test_table5_one_repeat`` and ``test_table5_row`` time Table 8.5 as the chapter runs it (one model,
+the grid estimators; a row is 100 repeats in two worker processes).
+
 Run with ``make bench`` (or ``pytest benchmarks/bench_ch08.py --benchmark-only``).
 """
 
@@ -93,3 +96,43 @@ def test_former_loop_body(benchmark, catalogue):
             former_loop_body(ranks, N, n0, nfix, np.random.default_rng(1))
 
     benchmark.pedantic(run, rounds=1, iterations=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Table 8.5 as the chapter runs it: one model, the catalogue-scale grid, TORS's sizes
+# ---------------------------------------------------------------------------------------------
+TORS_CATALOGUES = ("sim-pinterest20", "sim-yelp", "sim-ml20m")
+
+
+def _one_model(catalogue):
+    N, M, nfix = CATALOGUES[catalogue]
+    return N, nfix, {"m": _ranks(N, M)["m3"]}  # Beta(0.4, 1.2) ranks
+
+
+@pytest.mark.parametrize("catalogue", TORS_CATALOGUES)
+def test_table5_one_repeat(benchmark, catalogue):
+    """One repeat of one Table 8.5 row (adaptive sampling + adaptive MLE, a fixed-size sample with
+    BV_MES, BV_MLE, MN_MES, MN_MLE), grid estimators, in this process, after a first repeat has
+    filled the kernel caches (as in every repeat of the chapter but the first of each worker)."""
+    N, nfix, ranks = _one_model(catalogue)
+    n0 = initial_size_rule(N_MAX)
+
+    def run(j):
+        with threadpool_limits(1, "blas"):
+            return adaptive_against_fixed(ranks, N, n0, N_MAX, nfix, 1, KS, rng=j, grid=True)
+
+    run(0)
+    out = benchmark.pedantic(run, args=(1,), rounds=3, iterations=1)
+    benchmark.extra_info.update({"N": N, "fixed_n": nfix, "n0": n0, "n_max": N_MAX})
+    assert np.isfinite(out["m"]["adaptive"]).all()
+
+
+@pytest.mark.parametrize("catalogue", TORS_CATALOGUES)
+def test_table5_row(benchmark, catalogue):
+    """A whole Table 8.5 row as the chapter runs it: one model, 100 repeats, two worker processes."""
+    N, nfix, ranks = _one_model(catalogue)
+    n0 = initial_size_rule(N_MAX)
+    out = benchmark.pedantic(adaptive_against_fixed, args=(ranks, N, n0, N_MAX, nfix, 100, KS),
+                             kwargs={"rng": 0, "grid": True, "n_jobs": 2}, rounds=1, iterations=1)
+    benchmark.extra_info.update({"N": N, "fixed_n": nfix, "repeats": 100, "n_jobs": 2})
+    assert out["m"]["adaptive"].shape == (100,)

@@ -215,3 +215,39 @@ def test_user_against_item_bad_input():
         C.user_against_item(ranks, 100, [20], 4, 32, [50], 100, 0, [1, 2])
     with pytest.raises(ValueError, match=r"global_ranks\['m0'\] must be"):
         C.user_against_item({"m0": np.array([0, 5])}, 100, [20], 4, 32, [1], 1, 2, [1, 2])
+
+
+@pytest.mark.filterwarnings("ignore:cut-off K")  # below one kernel width, as in the chapter
+def test_estimate_draws_is_the_straightforward_loop():
+    """Chapter 8's main loop: the estimates of given draws equal the public estimators' on the same
+    draws, bit for bit, in this process and in two worker processes."""
+    from itemsampling import estimators as est
+    from itemsampling.sampling import adaptive_sample_ranks, sample_ranks
+
+    g = np.random.default_rng(4)
+    N = 400
+    ranks = [1 + np.floor((N - 1) * g.beta(a, 1.2, size=300)).astype(np.int64) for a in (0.3, 0.5)]
+    ks, metrics, methods = np.arange(1, 11), ["recall", "ndcg"], ["bv_mes", "mn_mle", "mle"]
+    draws = []
+    for R in ranks * 2:
+        r0 = sample_ranks(R, N, 8, g)
+        ra, sa = adaptive_sample_ranks(R, N, 8, 64, g)
+        draws.append(((r0, 8), (ra, sa), [(sample_ranks(R, N, n, g), n) for n in (20, int(round(sa.mean())))]))
+    one = C.estimate_draws(draws, N, ks, metrics, methods, gamma=0.05, eta=0.01)
+    two = C.estimate_draws(draws, N, ks, metrics, methods, gamma=0.05, eta=0.01, n_jobs=2)
+    for d, a, b in zip(draws, one, two):
+        (r0, n0), (ra, sa), samples = d
+        assert np.array_equal(a["initial"], est.estimate_metric(r0, N, n0, "recall", ks, "mle"))
+        direct = est.estimate_metrics(ra, N, sa, metrics, ks, "mle")["mle"]
+        for m in metrics:
+            assert np.array_equal(a["adaptive"][m], direct[m]) and np.array_equal(b["adaptive"][m], direct[m])
+        assert len(a["samples"]) == 2 and len(a["seconds"]) == 4 and min(a["seconds"]) >= 0
+        for (r, n), got, got2 in zip(samples, a["samples"], b["samples"]):
+            direct = est.estimate_metrics(r, N, n, metrics, ks, methods, gamma=0.05, eta=0.01)
+            assert all(np.array_equal(got[meth][m], direct[meth][m]) and np.array_equal(got2[meth][m], direct[meth][m])
+                       for meth in methods for m in metrics)
+        assert np.array_equal(b["initial"], a["initial"])
+    with pytest.raises(ValueError, match="n_jobs"):
+        C.estimate_draws(draws, N, ks, metrics, methods, n_jobs=0)
+    with pytest.raises(ValueError, match="must not be empty"):
+        C.estimate_draws(draws, N, ks, [], methods)

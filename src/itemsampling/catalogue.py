@@ -34,10 +34,11 @@ from ._parallel import parallel_map
 from ._validation import ResolutionWarning, check_bool, check_int, check_real
 from .data import CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, load_dataset, load_npz, stable_hash
 from .estimators.corrected import _metric_matrix
+from .estimators.grid import _single_blas_thread
 from .metrics import metric_curve
 from .sampling import adaptive_sample_ranks, sample_ranks
 
-__all__ = ["catalogue_ranks", "catalogue_split", "user_against_item", "CATALOGUE_MODELS"]
+__all__ = ["catalogue_ranks", "catalogue_split", "user_against_item", "estimate_draws", "CATALOGUE_MODELS"]
 
 #: The default models at catalogue scale.
 CATALOGUE_MODELS = ("popular", "svd4", "svd16", "svd64", "svd128")
@@ -190,9 +191,7 @@ def _one_table5_repeat(R, N, n0, n_max, n_fix, ks, seed, gamma, eta, grid):
 
 
 def _blas1(fn, *args):
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1, "blas"):  # many small products: one BLAS thread per worker is faster
+    with _single_blas_thread():  # many small products: one BLAS thread per worker is faster
         return fn(*args)
 
 
@@ -236,6 +235,61 @@ def adaptive_against_fixed(global_ranks, n_items: int, initial_size: int, max_si
                   "fixed": {lab: relative_error([d[1][lab] for d in mine], truth) for lab in TABLE5_FIXED},
                   "mean_size": np.array([d[2] for d in mine])}
     return out
+
+
+def _estimate_draw(N, initial, adaptive, samples, ks, metrics, methods, gamma, eta, replacement):
+    """The estimates of one drawn repeat of one model (:func:`estimate_draws`) and the seconds each took."""
+    import warnings
+
+    r0, n0 = initial
+    ra, sa = adaptive
+    out, secs = [], []
+    with warnings.catch_warnings():
+        # cut-offs below one kernel width: the chapter measures what that costs (the blind spot)
+        warnings.simplefilter("ignore", ResolutionWarning)
+        t0 = time.perf_counter()
+        init = est.estimate_metric(r0, N, n0, metrics[0], ks, "mle", replacement=replacement)
+        t1 = time.perf_counter()
+        ad = est.estimate_metrics(ra, N, sa, metrics, ks, "mle", replacement=replacement)["mle"]
+        t2 = time.perf_counter()
+        for r, n in samples:
+            t = time.perf_counter()
+            out.append(est.estimate_metrics(r, N, n, metrics, ks, methods, gamma=gamma, eta=eta,
+                                            replacement=replacement))
+            secs.append(time.perf_counter() - t)
+    return {"initial": init, "adaptive": ad, "samples": out, "seconds": [t1 - t0, t2 - t1, *secs]}
+
+
+def estimate_draws(draws, n_items: int, ks, metrics, methods, gamma: float = 0.01, eta: float = 0.01,
+                   replacement: bool = True, n_jobs: int = 1) -> list:
+    r"""The estimates of chapter 8's main experiment for sampled ranks already drawn (so the draws
+    keep the one random stream of the chapter, in its order): for every draw ``(initial, adaptive,
+    samples)``, with ``initial = (r, n_0)``, ``adaptive = (r, n_u)`` (:func:`adaptive_sample_ranks`)
+    and ``samples`` a list of fixed-size ``(r, n)``,
+
+    * MLE (EM) of Recall@K (``metrics[0]``) at ``ks`` on the initial-size ranks,
+    * adaptive MLE (TORS Appendix H) of every metric on the adaptive ranks,
+    * every method of ``methods`` (``gamma``, ``eta``) of every metric on each fixed-size sample,
+
+    exactly as :func:`itemsampling.estimators.estimate_metric(s)` compute them, decoys with or without
+    ``replacement``. The draws are estimated in ``n_jobs`` worker processes (one BLAS thread each;
+    :func:`itemsampling._parallel.parallel_map`, or the Dask cluster of ``$ITEMSAMPLING_SCHEDULER``);
+    no estimate uses a random number, so the result does not depend on ``n_jobs`` nor on where it ran.
+
+    Returns one dict per draw: ``"initial"`` (len(ks),), ``"adaptive"`` {metric: (len(ks),)},
+    ``"samples"`` [{method: {metric: (len(ks),)}}] and ``"seconds"``: the time of the initial, the
+    adaptive and each fixed-size estimate."""
+    N = check_int(n_items, "n_items", low=2)
+    n_jobs = check_int(n_jobs, "n_jobs", low=1)
+    replacement = check_bool(replacement, "replacement")
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    methods = [methods] if isinstance(methods, str) else list(methods)
+    if not metrics or not methods:
+        raise ValueError("metrics and methods must not be empty")
+    ks = np.asarray(ks, dtype=np.int64)
+    tasks = [(_estimate_draw, N, tuple(d[0]), tuple(d[1]), [tuple(x) for x in d[2]], ks, metrics, methods, gamma,
+              eta, replacement) for d in draws]
+    return parallel_map(_blas1, tasks, n_jobs)
 
 
 def paired_se(a, b) -> float:

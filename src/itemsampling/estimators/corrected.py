@@ -182,6 +182,56 @@ def _weighted_products(n_items, sample_size, replacement, weights, Fmat, lo_byte
                                Fmat, gram)
 
 
+@functools.lru_cache(maxsize=4)
+def _prior_products(n_items: int, sample_size: int, replacement: bool, lo_bytes, p_bytes: bytes):
+    r"""``(K^T W K, K^T w)`` of :func:`_weighted_products` for the weights whose float64 bytes are
+    ``p_bytes`` (a learnt prior), cached on them and on every other input: BV and MN with the same
+    prior (BV_MLE and MN_MLE, BV_MES and MN_MES of one sample) share one computation, the same
+    arithmetic (read-only results)."""
+    p = np.frombuffer(p_bytes, dtype=np.float64)
+    KtDK, _, c = _weighted_products(n_items, sample_size, replacement, p, None, lo_bytes)
+    KtDK.flags.writeable = False
+    c.flags.writeable = False
+    return KtDK, c
+
+
+@functools.lru_cache(maxsize=4)
+def _prior_rhs(names: tuple, ks: tuple, n_items: int, sample_size: int, replacement: bool, lo_bytes,
+               p_bytes: bytes) -> np.ndarray:
+    r""":math:`K^\top W F` of :meth:`_Targets.kernel_rhs` for the metrics ``names`` at the cut-offs
+    ``ks`` on the rows (ranks, or the cells starting at ``lo_bytes``), with the weights whose float64
+    bytes are ``p_bytes``; cached on every input, as :func:`_prior_products` (read-only)."""
+    grid = None if lo_bytes is None else _make_grid(n_items, np.frombuffer(lo_bytes, dtype=np.int64))
+    out = _Targets(list(names), list(ks), n_items, grid).kernel_rhs(n_items, sample_size, replacement,
+                                                                    np.frombuffer(p_bytes, dtype=np.float64))
+    out.flags.writeable = False
+    return out
+
+
+_CHECKED_PAIRS: set = set()  # (metrics, cut-offs, N) found valid by _check_pairs, with the types of the cut-offs
+
+
+def _check_pairs(names, ks, n_items) -> None:
+    """Validate every (metric, cut-off) pair (k >= 1 or None, the metric / k combination), as
+    :func:`~itemsampling.metrics.metric_function` does; a combination found valid once is not checked
+    again (keyed on the names, the cut-offs with their types, and N): the experiments' repeats ask for
+    the same 50 cut-offs thousands of times."""
+    try:
+        key = (tuple(names), tuple((type(k), k) for k in ks), n_items)
+        hash(key)
+    except TypeError:  # an unhashable cut-off: checked (and refused) below, never remembered
+        key = None
+    if key is not None and key in _CHECKED_PAIRS:
+        return
+    for name in names:
+        for k in ks:
+            metric_function(name, None if k is None else check_int(k, "k", low=1), n_items)
+    if key is not None:
+        if len(_CHECKED_PAIRS) > 1024:
+            _CHECKED_PAIRS.clear()
+        _CHECKED_PAIRS.add(key)
+
+
 class _Targets:
     r"""The target metric vectors F(R), one per (metric, cut-off) pair, built lazily, over the global
     ranks or (``grid``, a :class:`~itemsampling.estimators.grid.RankGrid` with cells wider than one
@@ -202,8 +252,7 @@ class _Targets:
         self.grid = None if grid is None or grid.exact else grid  # the rows: ranks, or cells wider than one rank
         self.solve_grid = grid  # the grid the caller asked for (the banded solver's choice)
         self.pairs = [(name, k) for name in self.names for k in self.ks]
-        for name, k in self.pairs:  # validates k >= 1 (or None) and the metric / k combination
-            metric_function(name, None if k is None else check_int(k, "k", low=1), n_items)
+        _check_pairs(self.names, self.ks, n_items)
         self._matrix = None
 
     def matrix(self) -> np.ndarray:
@@ -638,9 +687,13 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
         KtDK = KtK / n_items
         c = colsum / n_items
     else:
-        KtDK, _, c = _weighted_products(n_items, sample_size, replacement, p, None, key)
+        KtDK, c = _prior_products(n_items, sample_size, replacement, key, np.ascontiguousarray(p).tobytes())
         colsum = _prior_free(n_items, sample_size, replacement, key)[1] if method == "mn" else None
-    rhs = targets.kernel_rhs(n_items, sample_size, replacement, p)
+    if type(targets) is _Targets:  # shared by BV and MN with the same prior (BV_MLE and MN_MLE, ...)
+        rhs = _prior_rhs(tuple(targets.names), tuple(None if k is None else int(k) for k in targets.ks), n_items,
+                         sample_size, replacement, key, np.ascontiguousarray(p).tobytes())
+    else:
+        rhs = targets.kernel_rhs(n_items, sample_size, replacement, p)
 
     def gram(M):  # sum p K K^T, less (1/M) sum m K K^T for MN (m = 1 per rank, |c| per cell)
         if banded:  # the upper band, in one pass
@@ -659,13 +712,22 @@ def _banded_choice(grid, n: int, replacement: bool, solver: str):
     most about :math:`n/2`, on a grid), with the grid kernel and its bands of 16 cells when it is."""
     if solver not in ("auto", "dense", "banded"):
         raise ValueError(f"solver must be 'auto', 'dense' or 'banded', got {solver!r}")
-    if grid is None or solver == "dense":
+    if grid is None or solver == "dense" or (solver == "auto" and n < _BANDED_MIN_N):
         return False, None, None, n
     K = grid_kernel(grid, n, replacement)
-    with _single_blas_thread():
-        bands = _row_bands(K, block=_BAND_BLOCK)
+    bands = _grid_row_bands(grid.n_items, n, replacement, grid.lo.tobytes())
     u = max(hi - lo for _, _, lo, hi in bands)
     return solver == "banded" or (n >= _BANDED_MIN_N and 2 * (u + 1) <= n), K, bands, u
+
+
+@functools.lru_cache(maxsize=6)
+def _grid_row_bands(N: int, n: int, replacement: bool, lo_bytes) -> tuple:
+    """The bands of 16 cells (:func:`.grid._row_bands`) of the grid kernel (:func:`.grid.grid_kernel`,
+    cached) of the grid whose first ranks are ``lo_bytes``: cached beside it, as every BV / MN solve
+    on the same grid and size reads them."""
+    K = grid_kernel(_make_grid(N, np.frombuffer(lo_bytes, dtype=np.int64)), n, replacement)
+    with _single_blas_thread():
+        return tuple(_row_bands(K, block=_BAND_BLOCK))
 
 
 def _corrected_on_grid(names, ks, grid, sample_size, method, prior=None, n_users=None, gamma=None,

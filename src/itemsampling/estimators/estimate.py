@@ -23,6 +23,7 @@ build on it; it builds on :mod:`.distribution`, :mod:`.corrected` and the repres
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -128,12 +129,39 @@ def metric_from_distribution(rank_distribution, metric: str, k, n_items: int | N
     if n_items is not None and check_int(n_items, "n_items", low=2) != P.size:
         raise ValueError(f"rank_distribution must have length n_items = {n_items}, got {P.size}")
     N = P.size
-    R = np.arange(1, N + 1)
     _check_nonempty(k, "k", "cut-off")
     seq = np.ndim(k) > 0
     ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
-    vals = np.array([float(P @ metric_function(metric, kk, N)(R)) for kk in ks])
+    try:
+        key = (metric, tuple((type(kk), kk) for kk in ks), N)
+        hash(key)
+    except TypeError:  # an unhashable cut-off: evaluated (and refused) directly, never remembered
+        key = None
+    if key is None or len(ks) * N > _METRIC_ROWS_MAX:
+        R = np.arange(1, N + 1)
+        vals = np.array([float(P @ metric_function(metric, kk, N)(R)) for kk in ks])
+    else:
+        rows = _metric_rows(*key)
+        vals = np.array([float(P @ rows[i]) for i in range(len(ks))])
     return vals if seq else float(vals[0])
+
+
+#: the largest table (cut-offs x N entries) :func:`_metric_rows` keeps (16 MB)
+_METRIC_ROWS_MAX = 2_000_000
+
+
+@functools.lru_cache(maxsize=16)
+def _metric_rows(metric: str, ks: tuple, N: int) -> np.ndarray:
+    """:math:`F_k(R)`, :math:`R = 1..N`, one row per cut-off of ``ks`` (pairs ``(type, k)``), each
+    row the vector :func:`metric_from_distribution` takes the dot product with (the same values, so
+    the same arithmetic); validated as :func:`~itemsampling.metrics.metric_function` does, and cached:
+    the experiments' repeats read the same 50 cut-offs of the same metric thousands of times."""
+    R = np.arange(1, N + 1)
+    out = np.empty((len(ks), N))
+    for i, (_, kk) in enumerate(ks):
+        out[i] = metric_function(metric, kk, N)(R)
+    out.flags.writeable = False
+    return out
 
 
 def _split(params: dict):

@@ -141,15 +141,24 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # BLAS threads
 # ---------------------------------------------------------------------------------------------
+_CONTROLLER = []  # the process's one threadpoolctl controller, made on first use
+
+
 def _single_blas_thread():
     """Run the iterative solvers with one BLAS thread: their work is memory-bound matrix-vector
     products and small factorisations, and multi-threaded OpenBLAS slows them by 10x or more
-    when the cores are shared (measured under load on 2 cores)."""
+    when the cores are shared (measured under load on 2 cores).
+
+    One ``ThreadpoolController`` per process, made on first use (numpy's and scipy's BLAS are
+    loaded by then): ``threadpool_limits`` would scan the loaded libraries (``/proc/self/maps``) on
+    every call, about 10 ms each with scipy loaded, several times per estimate."""
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController
     except ImportError:  # pragma: no cover - threadpoolctl ships with the pinned environment
         return contextlib.nullcontext()
-    return threadpool_limits(1, "blas")
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1, user_api="blas")
 
 
 def _blas_threads(n_items: int, sample_size: int):
@@ -257,9 +266,19 @@ def rank_grid(n_items: int, sample_size: int, resolution: float = 8.0, top: int 
         raise ValueError(f"exact must be True, False or None, got {exact!r}")
     brk = np.unique(check_ranks(np.asarray(list(breaks), dtype=np.int64), "breaks", high=N)) if len(breaks) else \
         np.zeros(0, dtype=np.int64)
+    return _rank_grid(N, n, float(resolution), top, float(rel_width), tuple(int(b) for b in brk),
+                      None if exact is None else bool(exact))
+
+
+@functools.lru_cache(maxsize=8)
+def _rank_grid(N: int, n: int, s: float, top: int, rho: float, breaks: tuple, exact) -> RankGrid:
+    """:func:`rank_grid` on checked arguments (``breaks``: sorted, distinct), cached on every one of
+    them: a grid is immutable (read-only ``lo`` / ``hi``), and the repeats of an experiment ask for
+    the same grid hundreds of times (its loop over cells costs about 15 ms at N = 25,815)."""
+    brk = np.asarray(breaks, dtype=np.int64)
     if exact:
         return _make_grid(N, np.arange(1, N + 1))
-    s, rho, m = float(resolution), float(rel_width), n - 1
+    m = n - 1
     starts = [np.arange(1, min(top, N) + 1)]
     R = min(top, N) + 1
     adaptive = []
