@@ -1,18 +1,18 @@
-"""How the suite spreads over pytest-xdist workers (``make test``: ``pytest -n 2``; pyproject.toml's
-``addopts`` add ``--dist loadgroup --no-loadscope-reorder``). Nothing here changes what a test runs
-or asserts; without ``-n`` it changes nothing at all but the ``xdist_group`` marks.
+"""How the suite spreads over pytest-xdist workers (``make test``: ``pytest -n auto``). Nothing here
+changes what a test runs or asserts; without ``-n`` it changes nothing but provides ``chapter_run``.
 
-* **Groups.** A test that uses a module-, class- or session-scoped fixture of the project (a chapter
-  run, a Dask cluster, a built wheel, a dataset loaded once) runs on the same worker as the other
-  tests of its file (``xdist_group`` = the file), so each such fixture is built once and not once per
-  worker. A fixture parametrized at module scope (the real-data tests' MovieLens and NCF folders)
-  makes one group per parameter: the two folders' chapter runs may go to different workers. So do
-  the tests that share module state (``SAME_WORKER``). Files that share a chapter run (the
-  ``chapter_run`` fixture, ``SHARED_RUNS``) run as one group. Other tests spread one by one.
-* **Order.** On the workers the files run longest first (``WEIGHTS``: seconds of a file's tests,
-  from ``--durations`` on the 2-core machine), the others after them in collection order, so the
-  workers finish together (longest processing time first). A file missing from ``WEIGHTS`` counts as
-  short; a stale weight only costs balance, never a result.
+* **Scopes.** The workers take whole files (xdist's ``loadfile``), so that a file's module-scoped
+  fixtures (a chapter run, a Dask cluster, a built wheel) are built once, not once per worker, with
+  two refinements (``_scope``): files that share chapter runs through the session fixture
+  ``chapter_run`` go to one worker together (``SHARED_RUNS``), and in the files of ``SPLIT`` each
+  parameter of a parametrized test is a scope of its own (the real-data tests' MovieLens and NCF
+  folders, test_exercises.py's chapters, whose three tests share one run of the chapter's exercises)
+  while the file's other tests stay together. (xdist's ``loadgroup`` marks cannot do this: under
+  pytest 9 the worker can no longer append the group to the test's id.)
+* **Order.** On the workers the scopes run longest first (``WEIGHTS``: seconds, from ``--durations``
+  on the 2-core machine), the others after them in collection order, so the workers finish together
+  (longest processing time first). A scope missing from ``WEIGHTS`` counts as short; a stale weight
+  only costs balance, never a result.
 """
 
 from __future__ import annotations
@@ -24,18 +24,18 @@ from pathlib import Path
 
 import pytest
 
-# Seconds per file (all its tests, fixtures included) on the 2-core machine, one process; a group
-# named here (see _group) has its own weight, in place of its files'.
+# Seconds per file (all its tests, fixtures included) on the 2-core machine, one process; a scope
+# named here (see _scope) has its own weight, in place of its files'.
 WEIGHTS = {
     "chapter runs 08, 10": 210,  # test_experiments_dask.py, test_notebook_08.py, test_notebook_10.py
     "test_real_data_candidates.py": 110,
     "test_real_data_08_09.py": 60,
-    "test_exercises.py, chapter 09-user-sampling.md": 30,
-    "test_exercises.py, chapter 10-candidate-sets.md": 27,
-    "test_exercises.py, chapter 08-adaptive-sampling.md": 18,
-    "test_exercises.py, chapter 11-popularity-sampled-evaluations.md": 13,
-    "test_exercises.py, chapter 01-sampled-metrics-inconsistent.md": 8,
-    "test_exercises.py, chapter 02-sampling-theorem.md": 8,
+    "test_exercises.py[09]": 30,
+    "test_exercises.py[10]": 27,
+    "test_exercises.py[08]": 18,
+    "test_exercises.py[11]": 13,
+    "test_exercises.py[01]": 8,
+    "test_exercises.py[02]": 8,
     "test_exercises.py": 15,
     "test_notebook_03.py": 35,
     "test_notebook_02.py": 25,
@@ -57,28 +57,58 @@ WEIGHTS = {
     "test_runner.py": 10,
 }
 
-# Files whose tests share state that is not a fixture, and the parameter it is kept by: the run of a
-# chapter's exercise section in test_exercises.py (its module's _RUNS), used by three tests per chapter.
-SAME_WORKER = {"test_exercises.py": "chapter"}
-
-
-def _shared_fixtures(item) -> list[str]:
-    """The project's fixtures (not pytest's or a plugin's) wider than one test that ``item`` uses."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return []
-    names = []
-    for name, defs in info.name2fixturedefs.items():
-        fixturedef = defs[-1]
-        if fixturedef.scope != "function" and fixturedef.baseid:  # baseid "": pytest's and plugins' fixtures
-            names.append(name)
-    return names
-
-
-# Files that share chapter runs (the ``chapter_run`` fixture) run as one group: the Dask test runs
+# Files that share chapter runs (the ``chapter_run`` fixture) run as one scope: the Dask test runs
 # chapters 8 and 10 at their notebook tests' parameters and compares the cluster's run with theirs.
 SHARED_RUNS = {"test_experiments_dask.py": "chapter runs 08, 10", "test_notebook_08.py": "chapter runs 08, 10",
                "test_notebook_10.py": "chapter runs 08, 10"}
+
+# Files whose parametrized tests run as one scope per parameter id (see the module's docstring).
+SPLIT = {"test_real_data_08_09.py", "test_real_data_candidates.py", "test_exercises.py"}
+
+
+def _scope(nodeid: str) -> str:
+    """The unit of work a worker takes: the test's file, its ``SHARED_RUNS`` name or, in a ``SPLIT``
+    file, the file and the parameter id."""
+    path = nodeid.split("::", 1)[0]
+    name = Path(path).name
+    if name in SHARED_RUNS:
+        return SHARED_RUNS[name]
+    if name in SPLIT and nodeid.endswith("]") and "[" in nodeid:
+        return f"{name}[{nodeid[nodeid.index('[') + 1:-1]}]"
+    return path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scheduler of whole scopes (``loadscope``), with ``_scope`` for scopes and the
+    workers' collection order for their order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ScopeScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return _scope(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order of _longest_first
+    return ScopeScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Longest scopes first, on the workers only (all workers collect the same order)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the usual order
+    first, files = {}, {}  # a scope's first position and its files
+    for i, item in enumerate(items):
+        scope = _scope(item.nodeid)
+        first.setdefault(scope, i)
+        files.setdefault(scope, set()).add(Path(str(item.path)).name)
+
+    def key(pair):
+        i, item = pair
+        scope = _scope(item.nodeid)
+        weight = WEIGHTS[scope] if scope in WEIGHTS else sum(WEIGHTS.get(f, 0) for f in files[scope])
+        return (-weight, first[scope], i)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
 
 
 @pytest.fixture(scope="session")
@@ -98,55 +128,3 @@ def chapter_run(tmp_path_factory):
         return copy.deepcopy(runs[key])
 
     return run
-
-
-def _label(value) -> str:
-    """A parameter in a group name: a path by its name; no ``@`` or ``]``, which end xdist's group suffix."""
-    text = getattr(value, "name", None) or str(value)
-    return text.replace("@", "_").replace("[", "(").replace("]", ")")
-
-
-def _group(item) -> str | None:
-    group = Path(str(item.path)).name
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    shared = _shared_fixtures(item)
-    if group in SHARED_RUNS and shared:
-        return SHARED_RUNS[group]
-    if not shared:
-        by = SAME_WORKER.get(group)
-        return f"{group}, {by} {_label(params[by])}" if by in params else None
-    for name in sorted(shared):
-        if name in params:
-            group += f", {name} {_label(params[name])}"
-    return group
-
-
-_GROUP = pytest.StashKey[str]()  # an item's group ("" for none); the nodeid changes under loadgroup
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker appends the group to the nodeid
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = _group(item)
-        item.stash[_GROUP] = group or ""
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
-def pytest_collection_modifyitems_longest_first(config, items):
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return  # one process: the usual order
-    first, files = {}, {}  # a scope's first position and its files
-    for i, item in enumerate(items):
-        scope = item.stash[_GROUP] or item.nodeid
-        first.setdefault(scope, i)
-        files.setdefault(scope, set()).add(Path(str(item.path)).name)
-
-    def key(pair):
-        i, item = pair
-        scope = item.stash[_GROUP] or item.nodeid
-        weight = WEIGHTS[scope] if scope in WEIGHTS else sum(WEIGHTS.get(f, 0) for f in files[scope])
-        return (-weight, first[scope], i)
-
-    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
