@@ -78,6 +78,7 @@ def _scope(nodeid: str) -> str:
     return path
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent under -p no:xdist
 def pytest_xdist_make_scheduler(config, log):
     """xdist's scheduler of whole scopes (``loadscope``), with ``_scope`` for scopes and the
     workers' collection order for their order."""
