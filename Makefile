@@ -24,8 +24,12 @@ book: $(STAMP)
 exercises: $(STAMP)
 	$(BIN)/python tools/make_exercises.py --out _build/exercises
 
+# pytest-xdist: one worker per core (tests/conftest.py keeps a file's shared fixtures on one worker and
+# starts the longest files first); TEST_WORKERS=0 runs everything in this process
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest -q benchmarks --benchmark-only -p no:cacheprovider

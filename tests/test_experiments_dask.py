@@ -8,6 +8,9 @@ import re
 import numpy as np
 import pytest
 
+from test_notebook_08 import PARAMS as CH08  # the chapters at their notebook tests' parameters
+from test_notebook_10 import PARAMS as CH10
+
 from itemsampling import experiments as E
 from itemsampling.estimators import estimate_metric
 
@@ -195,28 +198,18 @@ def _values(payload):
 
 
 @pytest.mark.parametrize("chapter, params", [
-    ("08-adaptive-sampling.md",  # the catalogue section at its notebook test's parameters (Table 5 on sim-ml100k)
-     {"dataset": "synthetic", "synthetic_items": 400, "synthetic_users": 1000, "initial_size": 10, "max_size": 80,
-      "fixed_size": 40, "n_repeats": 2, "max_k": 20, "winner_ks": [5, 10], "seed": 4, "catalogues": ["sim-ml100k"],
-      "catalogue_models": ["popular", "svd8"], "catalogue_fixed_sizes": [40], "catalogue_max_size": 160,
-      "catalogue_repeats": 2, "nm_items": [200, 400], "nm_users": [300, 600], "nm_fixed_users": 300,
-      "nm_fixed_items": 400, "nm_repeats": 2, "nm_sizes": [10, 80, 40], "n_jobs": 1, "absolute_repeats": 2}),
-    ("10-candidate-sets.md",  # the truth simulations at its notebook test's parameters
-     {"dataset": "sim-ml100k", "table1_datasets": ["sim-ml100k"], "models": ["random", "popular", "itemknn"],
-      "decoy_sizes": [10, 50, 5000], "figure2_sizes": [10, 50], "truth_models": ["popular", "itemknn", "oracle"],
-      "truth_dataset": "sim-ml100k", "truth_users": 100, "truth_decoys": 50, "truth_k": 20, "truth_repeats": 3,
-      "n_jobs": 1, "rq1_boot": 200, "kernel_models": ["popular"], "kernel_sample_size": 50, "kernel_repeats": 2,
-      "sweep_zipfs": [0.0, 1.0], "sweep_models": ["popular", "itemknn"], "sweep_decoys": 50, "sweep_repeats": 2,
-      "seed": 4}),
+    ("08-adaptive-sampling.md", CH08),  # the catalogue section too (Table 5 on sim-ml100k)
+    ("10-candidate-sets.md", CH10),  # the truth simulations too
 ])
-def test_a_chapter_through_the_scheduler_records_the_local_values(cluster, chapter, params, tmp_path, monkeypatch):
+def test_a_chapter_through_the_scheduler_records_the_local_values(cluster, chapter, params, tmp_path, monkeypatch,
+                                                                   chapter_run):
     from pathlib import Path
 
     from itemsampling.run import run_notebook
 
     monkeypatch.delenv(E.SCHEDULER_ENV, raising=False)
     nb = Path(__file__).resolve().parents[1] / "notebooks" / chapter
-    local = run_notebook(nb, params, tmp_path / "local", progress=False)
+    local = chapter_run(nb, params)  # the notebook test's run, at the same parameters
     remote = run_notebook(nb, params, tmp_path / "dask", progress=False, scheduler=cluster.scheduler_address)
     assert local["scheduler"] is None
     assert remote["scheduler"] == {"address": cluster.scheduler_address, "workers": 2, "threads": 2}

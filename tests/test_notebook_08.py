@@ -9,7 +9,6 @@ import pytest
 from scipy import stats
 
 from itemsampling.metrics import metric_curve
-from itemsampling.run import run_notebook
 
 NB = Path(__file__).resolve().parents[1] / "notebooks" / "08-adaptive-sampling.md"
 N, USERS, N0, NMAX, NFIX, REPS, MAXK = 400, 1000, 10, 80, 40, 3, 20
@@ -40,17 +39,19 @@ def _row_p(adaptive, fixed):
 CAT_FIX, CAT_MAX = 40, 160  # the catalogue section on sim-ml100k (N = 1,682, M = 943)
 
 
+# also the parameters of the chapter's run on a Dask cluster (test_experiments_dask.py), which shares this run
+PARAMS = {"dataset": "synthetic", "synthetic_items": N, "synthetic_users": USERS, "initial_size": N0,
+          "max_size": NMAX, "fixed_size": NFIX, "n_repeats": REPS, "max_k": MAXK, "winner_ks": [5, 10],
+          "seed": 4, "catalogues": ["sim-ml100k"], "catalogue_models": ["popular", "svd8"],
+          "catalogue_fixed_sizes": [CAT_FIX], "catalogue_max_size": CAT_MAX, "catalogue_repeats": REPS,
+          "nm_items": [200, 400], "nm_users": [300, 600], "nm_fixed_users": 300, "nm_fixed_items": 400,
+          "nm_repeats": REPS, "nm_draws": 3, "nm_sizes": [N0, NMAX, NFIX], "n_jobs": 1,
+          "absolute_repeats": REPS}
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ch08")
-    params = {"dataset": "synthetic", "synthetic_items": N, "synthetic_users": USERS, "initial_size": N0,
-              "max_size": NMAX, "fixed_size": NFIX, "n_repeats": REPS, "max_k": MAXK, "winner_ks": [5, 10],
-              "seed": 4, "catalogues": ["sim-ml100k"], "catalogue_models": ["popular", "svd8"],
-              "catalogue_fixed_sizes": [CAT_FIX], "catalogue_max_size": CAT_MAX, "catalogue_repeats": REPS,
-              "nm_items": [200, 400], "nm_users": [300, 600], "nm_fixed_users": 300, "nm_fixed_items": 400,
-              "nm_repeats": REPS, "nm_draws": 3, "nm_sizes": [N0, NMAX, NFIX], "n_jobs": 1,
-              "absolute_repeats": REPS}
-    return run_notebook(NB, params, out, progress=False)["results"]
+def results(chapter_run):
+    return chapter_run(NB, PARAMS)["results"]
 
 
 def _per_user_em(r, s, iterations):

@@ -13,7 +13,6 @@ from itemsampling.candidates import item_popularity, make_recommender, split_hol
 from itemsampling.data import DATASETS, gini, item_counts, leave_last_out, load_simulation, simulate
 from itemsampling.estimators import estimate_metric
 from itemsampling.metrics import evaluate
-from itemsampling.run import run_notebook
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "10-candidate-sets.md"
 PARAMS = {
@@ -43,8 +42,8 @@ PARAMS = {
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    return run_notebook(NOTEBOOK, PARAMS, out=tmp_path_factory.mktemp("ch10"), progress=False)["results"]
+def results(chapter_run):  # shared with the chapter's run on a Dask cluster (test_experiments_dask.py)
+    return chapter_run(NOTEBOOK, PARAMS)["results"]
 
 
 @pytest.fixture(scope="module")
