@@ -68,7 +68,7 @@ K = 10 and 50 (36 cells), 10 repeats. Auto's relative RMSE was within 25 % of th
 all five corrected estimators, MES and MN_MLE included) in 26 of the 36 cells, below MLE's in 25 (equal,
 MLE picked every time, in 7), and above 1.25 x MLE's in 1 (the step model, N/(n-1) = 50, M = 5,000,
 K = 50: 1.27 x). The last session's minimax over the MLE, MES, BV-derived and Beta fits: 16 of 36 and
-3. The issue's targets (20 of 24 cells, i.e. five in six, and none above 1.25 x MLE) are **not met**.
+3. The validation targets (20 of 24 cells, i.e. five in six, and none above 1.25 x MLE) are **not met**.
 The misses are the step model at N/(n-1) of 50 and 200 (all 8 of its cells there: the step, the top
 2 % of the catalogue, lies inside one kernel width, where no fit of the sampled ranks can tell a step
 from a steep Beta; the smooth fits disagree and the pick changes between data sets) and Beta a = 0.6
@@ -904,7 +904,7 @@ def draw_validation_ranks(model: str, n_items: int, n_users: int, rng=None) -> n
 def validation_study(models=VALIDATION_MODELS, items=(250, 2450, 9800), users=(500, 5000), ks=(10, 50),
                      metrics=("recall", "ndcg"), sample_size: int = 50, repeats: int = 10, seed: int = 0,
                      n_sim: int = N_SIM, others=VALIDATION_OTHERS, progress=None) -> list:
-    r"""Auto's pick against every estimator on simulated data whose truth is known (issue 29's grid):
+    r"""Auto's pick against every estimator on simulated data whose truth is known (the guide's validation grid):
     for each rank model (:func:`draw_validation_ranks`), catalogue size :math:`N`, number of users
     :math:`M`, ``repeats`` data sets of :math:`M` users (global ranks, then sampled ranks through the
     kernel with replacement), each candidate's and each of ``others``' estimate, and auto's pick
