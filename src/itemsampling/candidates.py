@@ -340,15 +340,15 @@ def popularity_prone(scores: dict, reference: float, margin: float = 0.0, relati
 
 def dense_matrix_bytes(name: str, n_items: int, specs=None) -> float:
     """Bytes of the dense :math:`N\\times N` item-item matrices that model ``name`` allocates when it is
-    fitted on ``n_items`` items (8 bytes a cell times the model class's number of such matrices; 0 for
-    a model without one), the request :meth:`itemsampling.models.Recommender.fit` checks against the
+    fitted on ``n_items`` items (:meth:`itemsampling.models.Recommender.dense_item_bytes` of its
+    class), the request :meth:`itemsampling.models.Recommender.fit` checks against the
     memory budget. ``specs`` maps names to ``(class name, parameters)`` (default :data:`RECOMMENDERS`;
     chapter 9 passes :data:`itemsampling.experiments.MODEL_SPECS`)."""
     specs = RECOMMENDERS if specs is None else specs
     if not isinstance(name, str) or name not in specs:
         raise ValueError(f"model must be one of {sorted(specs)}, got {name!r}")
     n_items = check_int(n_items, "n_items", low=1)
-    return getattr(_models, specs[name][0])._dense_item_matrices * 8.0 * n_items * n_items
+    return getattr(_models, specs[name][0]).dense_item_bytes(n_items)
 
 
 def replace_models(models, n_items: int, specs=None, substitute: str = "userknn"):

@@ -86,7 +86,7 @@ class Recommender:
         self.n_users_ = n_users_of(train) if n_users is None else check_int(n_users, "n_users", low=1)
         if self._dense_item_matrices:
             N = self.n_items_
-            check_memory(self._dense_item_matrices * 8.0 * N * N,
+            check_memory(self.dense_item_bytes(N),
                          f"{type(self).__name__} on {N} items ({self._dense_item_matrices} dense N x N matrices)",
                          "the number of items (n_items), or use a model without an item-item matrix "
                          "(ALS, UserKNN, Popular)")
@@ -98,6 +98,13 @@ class Recommender:
         self._fit(self.X_)
         self.fitted_ = True
         return self
+
+    @classmethod
+    def dense_item_bytes(cls, n_items: int) -> float:
+        """Bytes of the dense :math:`N\\times N` item-item matrices a fit on ``n_items`` items
+        allocates: 8 bytes a cell times the class's number of such matrices (0 for a model
+        without one); what :meth:`fit` checks against the memory budget."""
+        return cls._dense_item_matrices * 8.0 * n_items * n_items
 
     def _fit_bytes(self, n_users: int, n_items: int) -> float:
         """Bytes the fit allocates beyond the interaction matrix (0: nothing that grows with a
