@@ -50,24 +50,27 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from scipy import optimize, stats
 
-from ._validation import ResolutionWarning, as_rng, check_int, check_open_unit, check_real
+from ._validation import ResolutionWarning, as_rng, check_int, check_open_unit, check_ranks, check_real
 from .inputs import InputError, k_value, read_rank_file, seed_value
 from .metrics import canonical_metric, metric_function
 from .sampling import adaptive_sample_ranks, adaptive_sampling_cost, adaptive_sizes, sample_ranks
 
 __all__ = ["Design", "EvaluationPlan", "plan_evaluation", "beta_rank_distribution", "normal_error_quantile",
-           "DEFAULT_SIZES", "DEFAULT_ESTIMATORS"]
+           "DEFAULT_SIZES", "DEFAULT_ESTIMATORS", "PILOT_FITS"]
 
 #: Sampled-set sizes tried by default (those below N).
 DEFAULT_SIZES = (50, 100, 200, 500)
 #: Estimators tried for fixed-size item sampling by default (MLE: the command's default; BV with
 #: gamma = 0.1: the corrected metric of Krichene & Rendle).
 DEFAULT_ESTIMATORS = ("mle", "bv")
+#: The fits of P(R) a pilot gives (``pilot_fits``): the smooth fits of ``method="auto"`` that the pilot
+#: does not reject (each design's half-width the worst case over them), or the single nonparametric MLE fit.
+PILOT_FITS = ("plausible", "mle")
 _EST_PARAMS = {"bv": {"gamma": 0.1}, "bv_mle": {"gamma": 0.1}, "bv_mes": {"gamma": 0.1}}
 
 
@@ -84,7 +87,10 @@ class Design:
     (:math:`m`), ``sample_size`` the sampled-set size :math:`n` (for adaptive sampling
     :math:`n_{max}`, with ``initial_size`` :math:`n_0`), ``estimator`` the estimator (``None`` for
     full rankings), ``half_width`` the predicted half-width at the plan's confidence, ``cost`` the
-    item scorings, ``bias`` the simulated bias of the estimator (0 for full rankings).
+    item scorings, ``bias`` the simulated bias of the estimator (0 for full rankings) under ``fit``, the
+    fit of :math:`P(R)` (with ``compare`` the pair of fits, ``"A:f, B:g"``) under which the half-width
+    is the largest, and ``half_widths`` the half-width under each fit (``half_width`` is their maximum;
+    module docstring). With a prior or ``pilot_fits="mle"`` there is one fit (``"prior"``, ``"mle"``).
     """
 
     design: str
@@ -95,6 +101,8 @@ class Design:
     cost: float
     initial_size: int | None = None
     bias: float = 0.0
+    fit: str | None = None
+    half_widths: dict = field(default_factory=dict, hash=False)
 
     @property
     def label(self) -> str:
@@ -113,7 +121,15 @@ class Design:
 @dataclass
 class EvaluationPlan:
     """The designs of :func:`plan_evaluation` and the chosen one (``None`` when none qualifies:
-    no design meets ``margin``)."""
+    no design meets ``margin``).
+
+    ``fits``: model (``"A"``, and ``"B"`` with ``compare``) -> the fits of :math:`P(R)` simulated
+    under; ``fit_tests``: model -> each smooth fit's chi-square test of the pilot
+    (:func:`itemsampling.estimators.auto.goodness_of_fit`: ``chi2``, ``df``, ``p``, ``kept``, ``aic``,
+    ``weight``; empty for a prior or ``pilot_fits="mle"``); ``fallback``: model -> why the
+    nonparametric fits were used ("" when a smooth fit was kept); ``truths`` and ``user_sds``: fit (or
+    pair) -> the simulated users' metric and its per-user standard deviation (``truth`` and
+    ``user_sd`` are those of the first fit, the ML one)."""
 
     n_items: int
     n_users: int
@@ -128,6 +144,11 @@ class EvaluationPlan:
     user_sd: float
     designs: list = field(default_factory=list)
     chosen: Design | None = None
+    fits: dict = field(default_factory=dict)
+    fit_tests: dict = field(default_factory=dict)
+    fallback: dict = field(default_factory=dict)
+    truths: dict = field(default_factory=dict)
+    user_sds: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("designs", "chosen")}
@@ -181,9 +202,15 @@ def _mixed_variance(A, sd, m, M):
     return A / m - sd * sd * (m - 1) / (m * (M - 1)) if M > 1 else A / m
 
 
+def _fit_name(fa, fb=None):
+    """The name of a fit (``fa``) or, with a second model, of a pair of fits."""
+    return fa if fb is None else f"A:{fa}, B:{fb}"
+
+
 def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confidence=0.95, pilot=None,
                     rng=None, *, sample_size=None, prior=(0.5, 3.0), compare=None, sizes=DEFAULT_SIZES,
-                    estimators=DEFAULT_ESTIMATORS, adaptive=None, n_sim: int = 20) -> EvaluationPlan:
+                    estimators=DEFAULT_ESTIMATORS, adaptive=None, n_sim: int = 20,
+                    pilot_fits: str = "plausible") -> EvaluationPlan:
     r"""Predicted half-width and cost of every design; the cheapest meeting ``margin`` or the most
     accurate within ``budget`` (module docstring for the designs and the predictions).
 
@@ -216,10 +243,16 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         The adaptive design; default :math:`n_0` = the smallest size, :math:`n_{max}` the largest
         :math:`n_0 2^j \le N/8`.
     n_sim : int
-        Simulated runs per item-sampling design (>= 5).
+        Simulated runs per item-sampling design and fit (>= 5).
+    pilot_fits : ``"plausible"`` or ``"mle"``
+        The fits of :math:`P(R)` a pilot gives (:data:`PILOT_FITS`): the smooth fits of
+        ``method="auto"`` the pilot does not reject, each design's half-width the worst case over
+        them (default), or the single nonparametric MLE fit (the plan before; kept for comparison).
     """
     # deferred: the estimators load scipy's solvers; the plan sub-command's parser (`--help`) does without
     from .estimators import METHODS, estimate_metrics, estimate_rank_distribution
+    from .estimators.auto import _LINEAR, AutoSelection, _linear_vectors, plausible_fits
+    from .estimators.estimate import resolution_note
 
     N = check_int(n_items, "n_items", low=2)
     M = check_int(n_users, "n_users", low=2)
@@ -234,6 +267,8 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
     if margin is not None and budget is not None:
         raise ValueError("give margin or budget, not both")
     n_sim = check_int(n_sim, "n_sim", low=5)
+    if pilot_fits not in PILOT_FITS:
+        raise ValueError(f"pilot_fits must be one of {PILOT_FITS}, got {pilot_fits!r}")
     sizes_l = sorted({check_int(s, "sizes", low=2) for s in sizes})
     sizes_l = [s for s in sizes_l if s < N]
     if not sizes_l:
@@ -243,79 +278,142 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         if e not in METHODS or e == "sampled":
             raise ValueError(f"estimators must be corrected estimators of {METHODS[1:]}, got {e!r}")
     gen = as_rng(rng)
+    fit_tests, fallback = {}, {}
 
-    def distribution(source, what):
+    def distribution(source, what, model):
+        """``({fit: P(R)}, description)`` of a prior or a pilot (module docstring)."""
         if source is None or (isinstance(source, tuple) and len(source) == 2):
             a, b = (prior if source is None else source)
-            return beta_rank_distribution(N, a, b), f"Beta({a:g}, {b:g}) prior on (R - 1)/N"
+            return {"prior": beta_rank_distribution(N, a, b)}, f"Beta({a:g}, {b:g}) prior on (R - 1)/N"
         if sample_size is None:
             raise ValueError(f"sample_size is needed with pilot ranks ({what})")
         n0 = check_int(sample_size, "sample_size", low=2, high=N)
         r = np.asarray(source)
-        P = np.asarray(estimate_rank_distribution(r, N, n0, "mle"), dtype=np.float64)
-        return P / P.sum(), f"pilot of {r.size:,} users at n = {n0} (MLE of P(R))"
+        if pilot_fits == "mle":
+            P = np.asarray(estimate_rank_distribution(r, N, n0, "mle"), dtype=np.float64)
+            return {"mle": P / P.sum()}, f"pilot of {r.size:,} users at n = {n0} (MLE of P(R))"
+        r = check_ranks(r, what, high=n0)
+        sel = AutoSelection([], [], ())
+        fits = plausible_fits(r, N, n0, True, None, sel)
+        fit_tests[model], fallback[model] = dict(sel.plausibility), sel.fallback
+        how = ("nonparametric fits, every smooth fit rejected" if sel.fallback
+               else "smooth fits the pilot does not reject")
+        return fits, f"pilot of {r.size:,} users at n = {n0} ({how}: {', '.join(fits)})"
 
-    P_a, source = distribution(pilot, "pilot")
-    F = metric_function(metric, k, N)
-    R_a = 1 + gen.choice(N, size=M, p=P_a)
-    per_user = F(R_a)
-    R_b = None
+    fits_a, source = distribution(pilot, "pilot", "A")
+    fits = {"A": list(fits_a)}
+    fits_b = None
     if compare is not None:
-        P_b, source_b = distribution(compare, "compare")
+        fits_b, source_b = distribution(compare, "compare", "B")
+        fits["B"] = list(fits_b)
         source = f"A: {source}; B: {source_b}"
-        R_b = 1 + gen.choice(N, size=M, p=P_b)
-        per_user = per_user - F(R_b)
-    truth = float(per_user.mean())
-    sd = float(per_user.std(ddof=1))
+    F = metric_function(metric, k, N)
+    # the simulated populations, one per fit (all of A's, then all of B's), and the scenarios: each
+    # fit of A, or with a second model each pair of fits (their errors combine run by run: the two
+    # models' sampled ranks are drawn independently)
+    R_a = {f: 1 + gen.choice(N, size=M, p=P) for f, P in fits_a.items()}
+    R_b = None if fits_b is None else {f: 1 + gen.choice(N, size=M, p=P) for f, P in fits_b.items()}
+    scen = [(fa, fb) for fa in fits_a for fb in ([None] if fits_b is None else fits_b)]
+    names = {sc: _fit_name(*sc) for sc in scen}
+    truth_s, sd_s = {}, {}
+    for sc in scen:
+        per_user = F(R_a[sc[0]])
+        if sc[1] is not None:
+            per_user = per_user - F(R_b[sc[1]])
+        truth_s[sc], sd_s[sc] = float(per_user.mean()), float(per_user.std(ddof=1))
+    truth, sd = truth_s[scen[0]], sd_s[scen[0]]
+    sd_max = max(sd_s.values())  # the user-sampling half-width grows with the per-user sd
     z = float(stats.norm.ppf(1.0 - (1.0 - conf) / 2.0))
-    designs = [Design("full ranking", M, None, None, 0.0, float(M) * N)]
-    fractions = [M // 16, M // 4, M // 2]
-    ms = sorted({m for m in fractions if 2 <= m < M} | ({_users_for_margin(sd, M, z, margin)} if margin else set()))
-    for m in ms:
-        designs.append(Design("user sampling", m, None, None, _user_half_width(sd, m, M, z), float(m) * N))
 
-    def simulate(draw, methods, size_of):
-        """Errors about T of each method over ``n_sim`` runs of an item-sampled census: the users'
-        global ranks stay, their sampled ranks are redrawn through the kernel each run."""
-        err = {m: np.empty(n_sim) for m in methods}
+    def worst(hw_of):
+        """The largest half-width over the scenarios, its scenario's name, and every scenario's."""
+        per = {names[sc]: hw_of(sc) for sc in scen}
+        name = max(per, key=per.get)  # the first scenario among equals
+        return per[name], name, per
+
+    _, _, per0 = worst(lambda sc: 0.0)
+    designs = [Design("full ranking", M, None, None, 0.0, float(M) * N, fit=None, half_widths=per0)]
+    fractions = [M // 16, M // 4, M // 2]
+    ms = sorted({m for m in fractions if 2 <= m < M} |
+                ({_users_for_margin(sd_max, M, z, margin)} if margin else set()))
+    for m in ms:
+        hw, name, per = worst(lambda sc, m=m: _user_half_width(sd_s[sc], m, M, z))
+        designs.append(Design("user sampling", m, None, None, hw, float(m) * N, fit=name, half_widths=per))
+    learnt_l = [m for m in est_l if m not in _LINEAR]
+    linear_l = [m for m in est_l if m in _LINEAR]
+
+    def estimates(r, size, methods):
+        """``{method: estimate}`` on one run's sampled ranks; the fixed corrections (CLS, BV) through
+        their data-free corrected vectors, built once per size (linear in the sampled-rank histogram)."""
+        out = {}
+        learnt = [m for m in methods if m not in _LINEAR]
+        if learnt:
+            est = estimate_metrics(r, N, size, [metric], k, learnt, **_params(learnt))
+            out.update({m: float(est[m][metric]) for m in learnt})
+        lin = [m for m in methods if m in _LINEAR]
+        if lin:
+            h = np.bincount(r, minlength=size + 1)[1:].astype(np.float64)
+            for m in lin:
+                out[m] = float(h @ _linear_vectors(N, size, [metric], [k], m, _EST_PARAMS.get(m, {}), None)[:, 0, 0]
+                               / r.size)
+        return out
+
+    def simulate(draw, methods):
+        """Errors about T of each method over ``n_sim`` runs of an item-sampled census under every
+        scenario: the users' global ranks stay, their sampled ranks are redrawn through the kernel
+        each run (run by run, every population of A, then every population of B)."""
+        est_a = {f: {m: np.empty(n_sim) for m in methods} for f in R_a}
+        est_b = None if R_b is None else {f: {m: np.empty(n_sim) for m in methods} for f in R_b}
         for s in range(n_sim):
-            ra, sa = draw(R_a)
-            est = estimate_metrics(ra, N, sa, [metric], k, methods, **_params(methods))
-            if R_b is not None:
-                rb, sb = draw(R_b)
-                est_b = estimate_metrics(rb, N, sb, [metric], k, methods, **_params(methods))
-            for m in methods:
-                e = float(est[m][metric]) - (0.0 if R_b is None else float(est_b[m][metric]))
-                err[m][s] = e - truth
+            for pops, out in ((R_a, est_a), (R_b, est_b)):
+                if pops is None:
+                    continue
+                for f, R in pops.items():
+                    r, size = draw(R)
+                    for m, v in estimates(r, size, methods).items():
+                        out[f][m][s] = v
+        err = {}
+        for sc in scen:
+            fa, fb = sc
+            err[sc] = {m: (est_a[fa][m] if fb is None else est_a[fa][m] - est_b[fb][m]) - truth_s[sc]
+                       for m in methods}
         return err
 
     def add_item_designs(name, errors, size, method, cost_per_user, n0=None):
-        bias, V = float(errors.mean()), float(errors.var(ddof=1))
-        designs.append(Design(name, M, size, method, normal_error_quantile(bias, V, conf), cost_per_user * M, n0,
-                              bias))
+        mom = {sc: (float(errors[sc][method].mean()), float(errors[sc][method].var(ddof=1))) for sc in scen}
+        hw, fit, per = worst(lambda sc: normal_error_quantile(*mom[sc], conf))
+        sc_w = next(sc for sc in scen if names[sc] == fit)
+        designs.append(Design(name, M, size, method, hw, cost_per_user * M, n0, mom[sc_w][0], fit, per))
         if name != "item sampling":
             return
 
-        def hw(m):  # m of the M users, n items each: item noise grows as M/m, plus user sampling
-            return normal_error_quantile(bias, V * M / m + (_user_half_width(sd, m, M, 1.0)) ** 2, conf)
+        def hw_m(m):  # m of the M users, n items each: item noise grows as M/m, plus user sampling
+            return worst(lambda sc: normal_error_quantile(
+                mom[sc][0], mom[sc][1] * M / m + (_user_half_width(sd_s[sc], m, M, 1.0)) ** 2, conf))
 
         # m >= M/4: with fewer users the estimators' errors stop scaling as 1/m (a bounded
         # estimate on few sampled ranks), and M/m overstates them (the guide shows it)
         cand = {m for m in fractions[1:] if 2 <= m < M}
-        if margin is not None and hw(M - 1) <= margin:  # fewest users meeting the margin at this n
+        if margin is not None and hw_m(M - 1)[0] <= margin:  # fewest users meeting the margin at this n
             lo, hi = max(2, M // 4), M - 1
             while lo < hi:
                 mid = (lo + hi) // 2
-                lo, hi = (lo, mid) if hw(mid) <= margin else (mid + 1, hi)
+                lo, hi = (lo, mid) if hw_m(mid)[0] <= margin else (mid + 1, hi)
             cand.add(lo)
         for m in sorted(cand):
-            designs.append(Design("user + item sampling", m, size, method, hw(m), float(m) * cost_per_user, None,
-                                  bias))
+            h, fit_m, per_m = hw_m(m)
+            sc_m = next(sc for sc in scen if names[sc] == fit_m)
+            designs.append(Design("user + item sampling", m, size, method, h, float(m) * cost_per_user, None,
+                                  mom[sc_m][0], fit_m, per_m))
 
     for size in sizes_l:
-        errs = simulate(lambda R, size=size: (sample_ranks(R, N, size, rng=gen), size), est_l, size)
+        if linear_l and not learnt_l:  # the estimators' own note, which only the learnt ones' calls give
+            note = resolution_note(N, size, k)
+            if note is not None:
+                warnings.warn(note, ResolutionWarning, stacklevel=2)
+        errs = simulate(lambda R, size=size: (sample_ranks(R, N, size, rng=gen), size), est_l)
         for method in est_l:
-            add_item_designs("item sampling", errs[method], size, method, float(size))
+            add_item_designs("item sampling", errs, size, method, float(size))
     if adaptive is None:
         n0 = sizes_l[0]
         nmax = n0
@@ -332,12 +430,14 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
             spent.append(adaptive_sampling_cost(r, s, n0, nmax).mean_size)
             return r, s
 
-        errs = simulate(draw_adaptive, ["mle"], None)
-        add_item_designs("adaptive item sampling", errs["mle"], nmax, "mle", float(np.mean(spent)), n0)
+        errs = simulate(draw_adaptive, ["mle"])
+        add_item_designs("adaptive item sampling", errs, nmax, "mle", float(np.mean(spent)), n0)
     if compare is not None:  # both models are scored: twice the item scorings
-        designs = [Design(d.design, d.users, d.sample_size, d.estimator, d.half_width, 2.0 * d.cost, d.initial_size,
-                          d.bias) for d in designs]
-    plan = EvaluationPlan(N, M, metric, k, conf, margin, budget, source, compare is not None, truth, sd, designs)
+        designs = [replace(d, cost=2.0 * d.cost) for d in designs]
+    plan = EvaluationPlan(N, M, metric, k, conf, margin, budget, source, compare is not None, truth, sd, designs,
+                          fits=fits, fit_tests=fit_tests, fallback=fallback,
+                          truths={names[sc]: v for sc, v in truth_s.items()},
+                          user_sds={names[sc]: v for sc, v in sd_s.items()})
     cheapest = min(d.cost for d in designs)
     if budget is not None:
         if budget < cheapest:
@@ -359,13 +459,24 @@ def format_plan(plan: EvaluationPlan) -> str:
              f"M = {plan.n_users:,} users, {pct} half-widths",
              f"rank distribution: {plan.source}; {what} there = {plan.truth:.4f} "
              f"(per-user sd {plan.user_sd:.4f})", ""]
+    several = len(plan.truths) > 1
+    if several:  # one line: the fits, and what the half-widths are over them
+        lo, hi = min(plan.truths.values()), max(plan.truths.values())
+        kept = "; ".join(f"{mo}: {', '.join(f)}" + (" (fallback: every smooth fit rejected)" if plan.fallback.get(mo)
+                                                    else "") for mo, f in plan.fits.items())
+        lines.insert(2, f"fits of P(R) simulated under ({kept}): each half-width is the worst case over the "
+                        f"{len(plan.truths)} {'pairs of fits' if plan.compare else 'fits'}; {what} under them "
+                        f"{lo:.4f}-{hi:.4f}")
     rows = sorted(plan.designs, key=lambda d: d.cost)
     w = max(len(d.label) for d in rows)
-    lines.append(f"{'design':<{w}}  {'half-width':>10}  {'item scorings':>14}")
-    lines.append(f"{'-' * w}  {'-' * 10}  {'-' * 14}")
+    fw = max([len("worst under")] + [len(d.fit or "") for d in rows]) if several else 0
+    extra = f"  {'worst under':<{fw}}" if several else ""
+    lines.append(f"{'design':<{w}}  {'half-width':>10}  {'item scorings':>14}{extra}")
+    lines.append(f"{'-' * w}  {'-' * 10}  {'-' * 14}" + (f"  {'-' * fw}" if several else ""))
     for d in rows:
         mark = "  <- chosen" if plan.chosen is not None and d == plan.chosen else ""
-        lines.append(f"{d.label:<{w}}  {d.half_width:>10.4f}  {d.cost:>14,.0f}{mark}")
+        fit = f"  {(d.fit or '-'):<{fw}}" if several else ""
+        lines.append(f"{d.label:<{w}}  {d.half_width:>10.4f}  {d.cost:>14,.0f}{fit}{mark}")
     lines.append("")
     if plan.chosen is None and plan.margin is not None:
         lines.append(f"No design meets the margin {plan.margin:g}: only full ranking of all users does "
@@ -419,7 +530,8 @@ def plan_command(args) -> int:
         warnings.simplefilter("always", ResolutionWarning)
         plan = plan_evaluation(args.n_items, args.n_users, args.metric, args.k, margin=args.margin,
                                budget=args.budget, confidence=args.confidence, pilot=pilot, rng=args.seed,
-                               sample_size=args.sample_size, compare=compare, n_sim=args.n_sim, **kw)
+                               sample_size=args.sample_size, compare=compare, n_sim=args.n_sim,
+                               pilot_fits=args.pilot_fits, **kw)
     notes = []
     for w in caught:
         if issubclass(w.category, ResolutionWarning):
@@ -459,6 +571,10 @@ def add_plan_parser(sub) -> None:
                    help="with --compare and no pilot: model B's Beta prior (default: the same as A)")
     p.add_argument("--sizes", type=int, nargs="+", default=None, help=f"sampled-set sizes to try (default {DEFAULT_SIZES})")
     p.add_argument("--estimators", nargs="+", default=None, help=f"estimators to try (default {DEFAULT_ESTIMATORS})")
-    p.add_argument("--n-sim", type=int, default=20, help="simulated runs per item-sampling design (default 20)")
+    p.add_argument("--n-sim", type=int, default=20, help="simulated runs per item-sampling design and fit (default 20)")
+    p.add_argument("--pilot-fits", choices=PILOT_FITS, default="plausible",
+                   help="with --pilot: simulate under the smooth fits of P(R) the pilot does not reject, each "
+                        "half-width the worst case over them (plausible, the default), or under the pilot's single "
+                        "MLE fit (mle)")
     p.add_argument("--seed", type=seed_value, default=0, help="seed of the simulation, a non-negative integer (default 0)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")

@@ -113,7 +113,7 @@ from .estimate import _estimate, _ks, _prepare, _vectors
 from .grid import cached_kernel, grid_kernel, rank_grid, resolve_grid
 
 __all__ = ["CANDIDATES", "GAMMA", "N_SIM", "FITS", "SMOOTH_FITS", "FALLBACK_FITS", "GOF_LEVEL", "AutoSelection",
-           "select_estimators", "beta_fit", "beta_mixture_fit", "goodness_of_fit", "validation_study", "validation_rmse",
+           "select_estimators", "plausible_fits", "beta_fit", "beta_mixture_fit", "goodness_of_fit", "validation_study", "validation_rmse",
            "draw_validation_ranks",
            "auto_estimates", "bootstrap_metric", "bootstrap_metrics", "compare_estimates", "bootstrap_models"]
 
@@ -338,6 +338,29 @@ def _smooth_fits(r, N, n, replacement, g, sel):
     return kept
 
 
+def plausible_fits(r, N, n, replacement, g, sel) -> dict:
+    r"""The fits of :math:`P(R)` the errors are computed under (module docstring), on validated ranks ``r``:
+    ``{name: P}`` of the smooth fits the data do not reject (:func:`_smooth_fits`), else of the
+    nonparametric :data:`FALLBACK_FITS` (``sel.fallback`` says so). ``sel`` (an :class:`AutoSelection`)
+    receives the tests (``plausibility``) and the fits that failed (``skipped``). Shared with
+    :func:`itemsampling.plan.plan_evaluation`, which simulates its designs under the same fits."""
+    fits = _smooth_fits(r, N, n, replacement, g, sel)
+    if not fits:
+        sel.fallback = (f"every smooth fit was rejected at the {GOF_LEVEL:g} level: the errors were simulated "
+                        f"under the nonparametric {'/'.join(x.upper() for x in FALLBACK_FITS)} fits, which "
+                        "underrate the learnt estimators' bias below one kernel width")
+        for f in FALLBACK_FITS:
+            try:
+                P = np.asarray(_fit(r, N, n, f, replacement, {}, g).distribution, np.float64)
+                P = np.clip(P, 0.0, None)
+                fits[f] = P / P.sum()
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
+                sel.skipped[f"fit {f}"] = f"{type(e).__name__}: {e}"
+        if not fits:
+            raise ValueError(f"method 'auto': no fit of P(R) works on these data ({sel.skipped})")
+    return fits
+
+
 def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=None, pools=None, n_sim=N_SIM,
                       candidates=CANDIDATES) -> AutoSelection:
     r"""Choose an estimator per metric and cut-off (module docstring) on validated ranks ``r``
@@ -394,20 +417,7 @@ def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=Non
         return sel
     # the fits of P(R) the errors are simulated under: the smooth fits the data do not reject, else
     # the nonparametric ones
-    fits = _smooth_fits(r, N, n, replacement, g, sel)
-    if not fits:
-        sel.fallback = (f"every smooth fit was rejected at the {GOF_LEVEL:g} level: the errors were simulated "
-                        f"under the nonparametric {'/'.join(x.upper() for x in FALLBACK_FITS)} fits, which "
-                        "underrate the learnt estimators' bias below one kernel width")
-        for f in FALLBACK_FITS:
-            try:
-                P = np.asarray(_fit(r, N, n, f, replacement, {}, g).distribution, np.float64)
-                P = np.clip(P, 0.0, None)
-                fits[f] = P / P.sum()
-            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as e:
-                sel.skipped[f"fit {f}"] = f"{type(e).__name__}: {e}"
-        if not fits:
-            raise ValueError(f"method 'auto': no fit of P(R) works on these data ({sel.skipped})")
+    fits = plausible_fits(r, N, n, replacement, g, sel)
     sel.fits = tuple(fits)
     sel.n_sim = n_sim
     M = r.size
