@@ -39,11 +39,48 @@ Designs (the target is always :math:`T` over all :math:`M` users):
   :math:`1/m` (a bounded estimate from few sampled ranks) and :math:`VM/m` overstates them.
 
 The rank distribution comes from a **pilot** (sampled ranks of a small run, in the format of
-``python -m itemsampling estimate``; :math:`\widehat P(R)` by MLE, Jin et al. 2021 Eq. 20-21) or,
-without one, from a **stated Beta prior** on the rank fraction, :math:`(R - 1)/N \sim
-\mathrm{Beta}(a, b)` discretised onto :math:`1..N`. The predictions are as good as that
-distribution; the guide chapter "Correcting your own evaluation" runs every design on simulated
-data and sets the predicted half-widths beside the realised errors.
+``python -m itemsampling estimate``) or, without one, from a **stated Beta prior** on the rank
+fraction, :math:`(R - 1)/N \sim \mathrm{Beta}(a, b)` discretised onto :math:`1..N` (one
+distribution; what follows is about pilots only).
+
+**A pilot gives several plausible distributions, not one.** Every fit of :math:`P(R)` agrees with the
+pilot's sampled-rank law, but the fits differ inside one kernel width :math:`N/(n-1)`, where the
+estimators' biases live; the nonparametric MLE (Jin et al. 2021 Eq. 20-21) moreover reproduces
+itself there, so under it a learnt estimator looks unbiased and a fixed correction's bias is
+whatever that fit makes it (the trap of issue 29: BV predicted 0.0100, realised 0.0161). So the
+designs are simulated under the fits of ``method="auto"``
+(:func:`itemsampling.estimators.auto.plausible_fits`, module :mod:`itemsampling.estimators.auto`): the
+ML Beta rank model, the Betas at the ends of the 95 % profile-likelihood interval of its shape, the ML
+two-Beta mixture, each kept only if Pearson's chi-square test does not reject it at the 0.01 level;
+the nonparametric MLE and MES fits when all are rejected. Each fit gets its own simulated
+population of :math:`M` users and its own ``n_sim`` runs; a design's half-width under a fit is
+computed as above, and its **predicted half-width is the worst case (the largest) over the fits**;
+:attr:`Design.half_widths` keeps every fit's, :attr:`Design.fit` names the worst.
+
+*Why the worst case and not the Akaike-weighted mean that auto uses to choose.* Auto compares
+candidates with one another: a pessimistic fit that makes every fixed correction look biased
+distorts the comparison, so there a weighted mean of the errors is the better ranking. A half-width
+is a promise about one design's error, and the plan spends it: it picks the cheapest design whose
+promise meets the margin. A fit the data do not reject may be the truth, and if it is, any
+prediction below its half-width is a promise broken where nobody can see it (an understated
+half-width makes the plan choose a design that misses the margin); the weights
+:math:`w_f \propto e^{-\mathrm{AIC}_f/2}` only say which fit is likelier, and a weighted mean is
+below the worst fit's value whenever that fit is not the likeliest. An overstated half-width costs
+item scorings, visibly, and shrinks as the pilot grows (the profile interval narrows and the fits
+agree). So the plan takes the largest; the guide's Table G.5b measures what that costs on data whose
+truth is known. With ``pilot_fits="mle"`` the single MLE fit is used instead (the plan before; kept
+so that the two can be set side by side).
+
+With ``compare`` and two pilots, each model's fits give their own populations and runs (the cost
+grows with the sum of the fits, not their product); the difference's error under a *pair* of fits
+is model A's run minus model B's run of the same index (independent draws), so the half-width is
+the worst case over *every pair* (at most 4 x 4 = 16), at the cost of arithmetic only. The
+fixed-prior corrections (BV, CLS) are linear in the sampled-rank histogram, so each run's estimate
+is the histogram times their corrected vectors, built once per size
+(:func:`itemsampling.estimators.auto._linear_vectors`); the learnt ones (MLE, ...) are refitted each
+run. The guide chapter "Correcting your own evaluation" runs every design on simulated data and
+sets the predicted half-widths beside the realised errors (Table G.5 for a prior, Table G.5b for a
+pilot from a population whose truth is known).
 """
 
 from __future__ import annotations
