@@ -1,6 +1,7 @@
 """itemsampling.plan: user-sampling sizes against TORS Eq. 46-47, the error quantile by hand,
-predicted half-widths against errors realised by running the designs, the choice rules, and
-one `error:` line with exit code 2 for bad input."""
+predicted half-widths against errors realised by running the designs, the choice rules, a pilot's
+plausible fits (the worst case over them, the fallback, pairs of fits with two pilots, a known truth
+where the single MLE fit understates), and one `error:` line with exit code 2 for bad input."""
 
 import math
 
@@ -11,6 +12,7 @@ from scipy import stats
 from itemsampling import users
 from itemsampling.cli import main
 from itemsampling.estimators import estimate_metric
+from itemsampling.estimators.auto import SMOOTH_FITS, AutoSelection, draw_validation_ranks, plausible_fits
 from itemsampling.metrics import metric_function
 from itemsampling.plan import (
     _user_half_width, _users_for_margin, beta_rank_distribution, format_plan, normal_error_quantile, plan_evaluation,
@@ -119,8 +121,10 @@ def test_pilot_ranks_give_the_rank_distribution():
     P = beta_rank_distribution(N, 0.5, 3.0)
     r = sample_ranks(1 + rng.choice(N, size=3000, p=P), N, 100, rng=1)
     plan = plan_evaluation(N, M, "recall", 10, margin=0.05, pilot=r, sample_size=100, rng=0, sizes=(50,),
-                           estimators=("mle",), adaptive=(25, 50), n_sim=5)
-    assert "pilot of 3,000 users at n = 100" in plan.source
+                           estimators=("mle",), adaptive=(25, 50), n_sim=5, pilot_fits="mle")
+    assert "pilot of 3,000 users at n = 100 (MLE of P(R))" in plan.source
+    assert plan.fits == {"A": ["mle"]} and plan.fit_tests == {}
+    assert all(d.half_widths == {"mle": d.half_width} for d in plan.designs)
     # the simulated users' metric is a draw of M users from the pilot's MLE P(R): within 4 standard
     # errors of that distribution's Recall@10 (the MLE estimate of the pilot)
     mle = estimate_metric(r, N, 100, "recall", 10, "mle")
@@ -167,3 +171,100 @@ def test_plan_prints_the_resolution_note_once_under_the_plan():
     proc = subprocess.run([sys.executable, "-m", "itemsampling", "plan", "--n-items", "1000", "--n-users", "400",
                            "--margin", "0.05", "--seed", "-1"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2 and "argument --seed: must be a non-negative integer, got '-1'" in proc.stderr
+
+
+def _pilot(model, n_items, users, n, seed):
+    """Sampled ranks of a pilot of ``users`` users from a validation rank model, and their global ranks."""
+    g = np.random.default_rng(seed)
+    R = draw_validation_ranks(model, n_items, users, g)
+    return R, sample_ranks(R, n_items, n, rng=g)
+
+
+def test_pilot_half_width_is_the_worst_case_over_the_plausible_fits(tmp_path, capsys):
+    """A pilot: every design is simulated under each smooth fit the pilot does not reject (auto's
+    plausible_fits), each fit's population drawn from it, each fit's user-sampling half-width the
+    closed form with that fit's per-user sd, the design's half-width the largest; recorded per fit,
+    in to_dict, in the printed plan and in --json; one seed, one plan."""
+    Ni, Mi = 1000, 600
+    _, r = _pilot("0.6", Ni, 300, 50, 2)
+    kw = dict(margin=0.05, pilot=r, sample_size=50, sizes=(20,), estimators=("mle", "bv"), adaptive=(20, 40), n_sim=5)
+    plan = plan_evaluation(Ni, Mi, "recall", 10, rng=5, **kw)
+    sel = AutoSelection([], [], ())
+    fits = plausible_fits(r, Ni, 50, True, None, sel)
+    assert plan.fits == {"A": list(fits)} and len(fits) >= 2 and plan.fallback == {"A": ""}
+    assert list(fits) == [f for f in SMOOTH_FITS if plan.fit_tests["A"][f]["kept"]]
+    F = metric_function("recall", 10, Ni)(np.arange(1, Ni + 1))
+    for f, P in fits.items():  # each fit's simulated users: M draws from that fit
+        assert abs(plan.truths[f] - P @ F) <= 4 * plan.user_sds[f] / math.sqrt(Mi), f
+    assert plan.truth == plan.truths[list(fits)[0]]
+    for d in plan.designs:
+        assert set(d.half_widths) == set(fits)
+        assert d.half_width == max(d.half_widths.values()) and all(d.half_width >= h for h in d.half_widths.values())
+        if d.design != "full ranking":
+            assert d.half_widths[d.fit] == d.half_width
+        if d.design == "user sampling":
+            for f in fits:
+                assert d.half_widths[f] == pytest.approx(_user_half_width(plan.user_sds[f], d.users, Mi, Z95), rel=1e-12)
+    item = {d.estimator: d for d in plan.designs if d.design == "item sampling"}
+    assert len(set(item["mle"].half_widths.values())) == len(fits)  # a simulation per fit, not one copied
+    again = plan_evaluation(Ni, Mi, "recall", 10, rng=5, **kw)
+    assert [d.half_widths for d in again.designs] == [d.half_widths for d in plan.designs]
+    out = plan.to_dict()
+    assert out["fits"] == {"A": list(fits)} and out["designs"][1]["half_widths"] == plan.designs[1].half_widths
+    assert out["designs"][1]["fit"] == plan.designs[1].fit
+    text = format_plan(plan)
+    assert f"fits of P(R) simulated under (A: {', '.join(fits)})" in text and "worst under" in text
+    # the command: --pilot with --json carries the same records
+    path = tmp_path / "pilot.csv"
+    path.write_text("rank\n" + "\n".join(map(str, r)) + "\n")
+    argv = ["plan", "--n-items", str(Ni), "--n-users", str(Mi), "--pilot", str(path), "--sample-size", "50",
+            "--margin", "0.05", "--sizes", "20", "--estimators", "mle", "bv", "--n-sim", "5", "--seed", "5", "--json"]
+    assert main(argv) == 0
+    import json
+
+    got = json.loads(capsys.readouterr().out)
+    assert got["fits"] == {"A": list(fits)} and set(got["fit_tests"]["A"]) == set(plan.fit_tests["A"])
+    assert all(x["half_width"] == max(x["half_widths"].values()) for x in got["designs"])
+    with pytest.raises(ValueError, match="pilot_fits must be one of"):
+        plan_evaluation(Ni, Mi, "recall", 10, rng=5, pilot_fits="beta", **kw)
+
+
+def test_known_truth_where_the_single_mle_fit_understates_and_the_worst_case_does_not():
+    """Beta a = 0.6, N/(n-1) = 111 (n = 10): BV's bias lies inside one kernel width. Planned from a pilot
+    of 300 of the 600 users, BV's predicted half-width under the single MLE fit is below the realised
+    95% error by more than 25% (the fit reproduces itself there), the worst case over the plausible
+    fits is not below it. The realised error is mostly BV's bias (a 95% quantile of 40 runs)."""
+    Ni, Mi, n = 1000, 600, 10
+    R, pilot = _pilot("0.6", Ni, Mi, 50, 1)
+    pilot = pilot[:300]
+    kw = dict(margin=0.05, pilot=pilot, sample_size=50, rng=0, sizes=(n,), estimators=("bv",), adaptive=(n, n),
+              n_sim=5)
+    robust = [d for d in plan_evaluation(Ni, Mi, "recall", 10, **kw).designs if d.design == "item sampling"][0]
+    single = [d for d in plan_evaluation(Ni, Mi, "recall", 10, pilot_fits="mle", **kw).designs
+              if d.design == "item sampling"][0]
+    g = np.random.default_rng(7)
+    T = float(metric_function("recall", 10, Ni)(R).mean())
+    err = [estimate_metric(sample_ranks(R, Ni, n, rng=g), Ni, n, "recall", 10, "bv", gamma=0.1) - T for _ in range(40)]
+    real = float(np.quantile(np.abs(err), 0.95))
+    assert single.half_width < real / 1.25, (single.half_width, real)
+    assert robust.half_width >= real, (robust.half_width, real)
+
+
+def test_every_smooth_fit_rejected_falls_back_and_two_pilots_give_every_pair_of_fits():
+    """Model B's pilot piles 400 of 500 users on one sampled rank, which no rank distribution gives (at
+    most about 18% of the users share a sampled rank at n = 20): every smooth fit is rejected and the
+    nonparametric MLE and MES fits are used (recorded); with model A's smooth fits the difference's
+    half-width is the worst case over every pair of fits."""
+    Ni, Mi, n = 500, 400, 20
+    _, ra = _pilot("0.3", Ni, 300, n, 3)
+    rb = np.r_[np.full(400, 10), np.repeat(np.arange(1, n + 1), 5)]
+    plan = plan_evaluation(Ni, Mi, "ndcg", 10, margin=0.05, pilot=ra, compare=rb, sample_size=n, rng=1, sizes=(20,),
+                           estimators=("mle",), adaptive=(20, 20), n_sim=5)
+    assert plan.fits["B"] == ["mle", "mes"] and "rejected" in plan.fallback["B"] and plan.fallback["A"] == ""
+    assert not any(t["kept"] for t in plan.fit_tests["B"].values()) and len(plan.fit_tests["B"]) == len(SMOOTH_FITS)
+    assert "nonparametric fits, every smooth fit rejected: mle, mes" in plan.source
+    pairs = {f"A:{a}, B:{b}" for a in plan.fits["A"] for b in plan.fits["B"]}
+    assert len(pairs) == 2 * len(plan.fits["A"]) >= 4 and set(plan.truths) == pairs
+    for d in plan.designs:
+        assert set(d.half_widths) == pairs and d.half_width == max(d.half_widths.values())
+    assert "(fallback: every smooth fit rejected)" in format_plan(plan)
