@@ -19,7 +19,8 @@ PARAMS = {"n_items": 300, "sample_size": 30, "n_users": 150, "beta_a": {"A": 0.3
           "grid_models": ["0.3", "step"], "grid_items": [300], "grid_size": 30, "grid_users": [150],
           "grid_ks": [5, 10], "grid_repeats": 2, "grid_sim": 3, "seed": 4,
           "plan_items": 300, "plan_users": 200, "plan_margin": 0.05, "plan_sizes": [20], "plan_sim": 5,
-          "plan_runs": 10, "cov_studies": 4, "cov_boot": 10,
+          "plan_runs": 10, "plan_pilot_items": 600, "plan_pilot_users": 100, "plan_pilot_sizes": [10],
+          "plan_pilot_margin": 0.08, "plan_pilot_runs": 10, "cov_studies": 4, "cov_boot": 10,
           "weighted_models": ["popular", "itemknn"], "weighted_draws": 3, "weighted_repeats": 4}
 
 
@@ -120,6 +121,45 @@ def test_planning_section(results):
     assert results["guide_plan_n_off"] == verdicts.count("no")
     full = [row for row in table if row["design"].startswith("full ranking")]
     assert full[0]["predicted"] == 0 == full[0]["realised"]
+
+
+def test_planning_from_a_pilot_of_a_known_population(results):
+    """Table G.5b: the pilot regenerated from the page's seeds; the rows are the designs either plan
+    (the worst case over the plausible fits, the single MLE fit) recommends, each with both plans'
+    predictions as plan_evaluation gives them; the counts glued in the prose are the table's."""
+    from itemsampling.estimators.auto import draw_validation_ranks
+    from itemsampling.plan import plan_evaluation
+
+    N, M, margin = PARAMS["plan_pilot_items"], PARAMS["plan_users"], PARAMS["plan_pilot_margin"]
+    g = np.random.default_rng([PARAMS["seed"], 98])
+    R = draw_validation_ranks("step", N, M, g)
+    pilot = sample_ranks(R[:PARAMS["plan_pilot_users"]], N, PARAMS["sample_size"], rng=g)
+    kw = dict(margin=margin, pilot=pilot, sample_size=PARAMS["sample_size"], rng=PARAMS["seed"],
+              sizes=PARAMS["plan_pilot_sizes"], n_sim=PARAMS["plan_sim"])
+    plans = {"robust": plan_evaluation(N, M, "recall", 10, **kw),
+             "single": plan_evaluation(N, M, "recall", 10, pilot_fits="mle", **kw)}
+    table = results["guide_pilot_table"]
+    rec = {name: {d.label for d in p.designs if d.half_width <= margin and d.design != "full ranking"}
+           for name, p in plans.items()}
+    assert sorted(row["design"] for row in table) == sorted(rec["robust"] | rec["single"])
+    for name, col in (("robust", "robust (worst case)"), ("single", "single MLE fit")):
+        by = {d.label: d for d in plans[name].designs}
+        mine = [row for row in table if name in row["recommended by"]]
+        assert {row["design"] for row in mine} == rec[name]
+        for row in table:
+            if row["design"] in by:
+                assert row[col] == pytest.approx(by[row["design"]].half_width, rel=1e-12)
+            else:
+                assert row[col] is None and row[f"{col}: within 25%"] == "–"
+        verdicts = [row[f"{col}: within 25%"] for row in mine]
+        assert results[f"guide_pilot_{name}_n"] == len(mine)
+        assert results[f"guide_pilot_{name}_yes"] == verdicts.count("yes")
+        assert results[f"guide_pilot_{name}_interval"] == verdicts.count("within its interval")
+        assert results[f"guide_pilot_{name}_over"] + results[f"guide_pilot_{name}_under"] == verdicts.count("no")
+    for row in table:
+        if row["robust (worst case)"] is not None:
+            d = {d.label: d for d in plans["robust"].designs}[row["design"]]
+            assert row["worst under"] == d.fit and d.half_width == max(d.half_widths.values())
 
 
 def test_coverage_study_of_both_targets(results):
