@@ -492,18 +492,19 @@ def format_plan(plan: EvaluationPlan) -> str:
     """The plain-text report of ``python -m itemsampling plan``."""
     what = f"{plan.metric}" + ("" if plan.k is None else f"@{plan.k}")
     pct = f"{100 * plan.confidence:g}%"
+    several = len(plan.truths) > 1
+    there = f"under {next(iter(plan.truths))}" if several else "there"
     lines = [f"Planning {'the difference A - B of ' if plan.compare else ''}{what}: N = {plan.n_items:,} items, "
              f"M = {plan.n_users:,} users, {pct} half-widths",
-             f"rank distribution: {plan.source}; {what} there = {plan.truth:.4f} "
+             f"rank distribution: {plan.source}; {what} {there} = {plan.truth:.4f} "
              f"(per-user sd {plan.user_sd:.4f})", ""]
-    several = len(plan.truths) > 1
     if several:  # one line: the fits, and what the half-widths are over them
         lo, hi = min(plan.truths.values()), max(plan.truths.values())
         kept = "; ".join(f"{mo}: {', '.join(f)}" + (" (fallback: every smooth fit rejected)" if plan.fallback.get(mo)
                                                     else "") for mo, f in plan.fits.items())
         lines.insert(2, f"fits of P(R) simulated under ({kept}): each half-width is the worst case over the "
                         f"{len(plan.truths)} {'pairs of fits' if plan.compare else 'fits'}; {what} under them "
-                        f"{lo:.4f}-{hi:.4f}")
+                        f"{lo:.4f} to {hi:.4f}")
     rows = sorted(plan.designs, key=lambda d: d.cost)
     w = max(len(d.label) for d in rows)
     fw = max([len("worst under")] + [len(d.fit or "") for d in rows]) if several else 0
@@ -513,7 +514,7 @@ def format_plan(plan: EvaluationPlan) -> str:
     for d in rows:
         mark = "  <- chosen" if plan.chosen is not None and d == plan.chosen else ""
         fit = f"  {(d.fit or '-'):<{fw}}" if several else ""
-        lines.append(f"{d.label:<{w}}  {d.half_width:>10.4f}  {d.cost:>14,.0f}{fit}{mark}")
+        lines.append(f"{d.label:<{w}}  {d.half_width:>10.4f}  {d.cost:>14,.0f}{fit}{mark}".rstrip())
     lines.append("")
     if plan.chosen is None and plan.margin is not None:
         lines.append(f"No design meets the margin {plan.margin:g}: only full ranking of all users does "
@@ -522,7 +523,8 @@ def format_plan(plan: EvaluationPlan) -> str:
         why = (f"the cheapest design meeting the margin {plan.margin:g}" if plan.margin is not None
                else f"the most accurate design within {plan.budget:,.0f} item scorings")
         lines.append(f"Chosen: {plan.chosen.label} ({why}).")
-    lines.append("Half-widths are predictions from the rank distribution above (simulated through the sampling "
+    source = "the worst case over the fits above" if several else "the rank distribution above"
+    lines.append(f"Half-widths are predictions from {source} (simulated through the sampling "
                  "kernel, each design run --n-sim times); see the guide's 'Planning an evaluation'.")
     return "\n".join(lines)
 
