@@ -9,7 +9,7 @@ interval is the **range** of the metric :math:`T(P) = \sum_R P(R) F(R)` over all
 sampled-rank law is within sampling error of the observed one.
 
 Construction (:func:`identification_bounds`)
--------------------------------------------
+--------------------------------------------
 1. *A simultaneous band for the sampled-rank law.* At cut points :math:`r_1 < \dots < r_J`
    (:func:`cut_points`: the dyadic ranks :math:`1, 2, 4, \dots < n`, and the sampled ranks
    :math:`\lfloor 1 + (K-1)(n-1)/(N-1) \rfloor` and the one after it, where the kernel maps each
