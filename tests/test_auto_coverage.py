@@ -149,3 +149,25 @@ def test_coverage_small_grid():
     # deterministic given the seed (each data set from its own seed: the first repeats agree with a shorter run)
     short = coverage_study(repeats=25, seed=1, **{**kw, "items": (250,), "models": ("0.3",)})
     assert short == [row for row in rows if row["model"] == "0.3" and row["N"] == 250]
+
+
+def _poisson_binomial_pmf(p):
+    pmf = np.array([1.0])
+    for q in p:
+        pmf = np.convolve(pmf, [1.0 - q, q])
+    return pmf
+
+
+def test_clopper_pearson_covers_a_poisson_binomial_mean():
+    # the test-users target (bounds module docstring, Hoeffding 1956): given the users' global ranks the count of
+    # sampled ranks <= r_j is Poisson-binomial; the exact probability that the Clopper-Pearson interval covers its
+    # mean p-bar is at least the level (less (1 - level)^2 / 4 at the edges), for very unequal p_u too
+    M, level = 120, 0.9
+    lo, hi = clopper_pearson(np.arange(M + 1), M, level)
+    g = np.random.default_rng(0)
+    cases = [g.beta(0.3, 0.3, M), g.beta(2.0, 5.0, M), np.r_[np.zeros(M // 2), np.ones(M // 2) * 0.9],
+             np.r_[np.full(M - 3, 1e-4), [0.3, 0.2, 0.1]], np.full(M, 0.004)]
+    for p in cases:
+        pmf, pbar = _poisson_binomial_pmf(p), p.mean()
+        cover = pmf[(lo <= pbar) & (pbar <= hi)].sum()
+        assert cover >= level - (1 - level) ** 2 / 4, (pbar, cover)
