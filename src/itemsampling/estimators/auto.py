@@ -155,9 +155,9 @@ population), the only one below 0.90, and not significantly so (exact binomial t
 least 0.90, :math:`p` = 0.42; none of the 144 rows is below 0.90 by that test, Holm-corrected at 5 %).
 The weakest spot is the population Recall@50 at ten kernel widths (0.89-0.95 over the three rank
 models), where the chosen estimator's percentile interval is narrow and its bias margin small.
-A second pass with today's interval beside the kept one (``--today 20``), 20 data sets per cell at :math:`N/(n-1)` = 5 and 50 (96 rows; measured on
-two shared cores at load 3-4 in 31 min, as the auto selection and a bootstrap run per data set and target
-for today's interval): the kept interval covered its truth in every data set of the 72 rows where it
+A second pass with today's interval beside the kept one (``--today 20``), 20 data sets per cell at
+:math:`N/(n-1)` = 5 and 50 (96 rows; 31 min on two shared cores at load 3-4, as the auto selection and a
+bootstrap run per data set and target for today's interval): the kept interval covered its truth in every data set of the 72 rows where it
 is the bounds, and 0.969 pooled over the 24 rows where it is the bootstrap with its margin (lowest
 0.80: Beta a = 0.6, :math:`M` = 5,000, Recall@50, population); today's interval (the chosen
 estimator's plain bootstrap) 0.842 pooled over the bounds rows (below 0.90 in 21 of 72, down to
