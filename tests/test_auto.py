@@ -168,14 +168,17 @@ def test_beta_fit_recovers_the_beta_model():
 
 def test_intervals_entry_points_agree(data):
     _, r = data
-    one = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3)
-    same = bootstrap_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3)
+    # the chosen estimator's own interval (interval="bootstrap"); the kept one: tests/test_auto_coverage.py
+    one = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3, interval="bootstrap")
+    same = bootstrap_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3, interval="bootstrap")
     assert (one.estimate, one.low, one.high, one.chosen) == (same.estimate, same.low, same.high, same.chosen)
     assert one.low <= one.estimate <= one.high and one.confidence == 0.9 and one.n_boot == 20
-    wide = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3, widen=True)
+    wide = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3, widen=True,
+                           interval="bootstrap")
     assert wide.widened and wide.margin == pytest.approx(wide.selection.margin("recall", 10)) and wide.margin > 0
     assert wide.low == pytest.approx(one.low - wide.margin) and wide.high == pytest.approx(one.high + wide.margin)
-    test = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3, target="test-users")
+    test = estimate_metric(r, N, n, "recall", 10, "auto", ci=0.9, n_boot=20, rng=2, n_sim=3, target="test-users",
+                           interval="bootstrap")
     assert test.chosen == one.chosen and test.estimate == one.estimate and test.low < test.high
 
 
@@ -211,13 +214,22 @@ def test_command_method_auto(tmp_path, capsys):
     for row in res["estimates"]:
         assert row["chosen"] in CANDIDATES and row["reason"].startswith(row["chosen"] + ":")
         assert row["low"] <= row["estimate"] <= row["high"]
+        # the kept interval (N/(n-1) = 10.3): the identification bounds at K = 10, the bootstrap with its margin at 50
+        assert row["interval"] == {10: "bounds", 50: "bootstrap+margin"}[row["k"]]
+        assert row["interval_width"] == pytest.approx(row["high"] - row["low"]) and row["interval_reason"]
+        assert (row["bias_margin"] > 0) == (row["k"] == 50)
+    sel = res["selection"]["A"][0]["choices"]["recall@10"]
+    assert sel["interval"]["kind"] == "bounds"
     chosen = {(row["model"], row["k"]): row["chosen"] for row in res["estimates"]}
     assert all(chosen[("A", k)] == chosen[("B", k)] for k in (10, 50))  # one estimator for the comparison
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "method auto chose" in text and text.count("smallest predicted RMSE, worst case over the 2 models") == 4
+    assert "intervals of method auto" in text and text.count(": bounds, width") == 2
     assert main(args + ["--gamma", "0.2"]) == 2
     assert "--gamma" in capsys.readouterr().err
+    assert main(args[:-2] + ["--interval", "bootstrap"]) == 2  # an option of --method auto only
+    assert "--interval" in capsys.readouterr().err
 
 
 def _beta_users(a, N_, M_, n_, seed):

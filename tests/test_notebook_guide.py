@@ -20,7 +20,8 @@ PARAMS = {"n_items": 300, "sample_size": 30, "n_users": 150, "beta_a": {"A": 0.3
           "grid_ks": [5, 10], "grid_repeats": 2, "grid_sim": 3, "seed": 4,
           "plan_items": 300, "plan_users": 200, "plan_margin": 0.05, "plan_sizes": [20], "plan_sim": 5,
           "plan_runs": 10, "plan_pilot_items": 600, "plan_pilot_users": 100, "plan_pilot_sizes": [10],
-          "plan_pilot_margin": 0.08, "plan_pilot_runs": 10, "cov_studies": 4, "cov_boot": 10,
+          "plan_pilot_margin": 0.08, "plan_pilot_runs": 10, "cov_studies": 4, "cov_boot": 10, "cov_grid_repeats": 2,
+          "cov_grid_truth": 100_000,
           "weighted_models": ["popular", "itemknn"], "weighted_draws": 3, "weighted_repeats": 4}
 
 
@@ -100,6 +101,43 @@ def test_validation_of_auto(results):
     assert results["guide_val_above_mle"] == sum(c["auto / MLE"] > 1.25 for c in table.values())
     assert 0 <= results["guide_val_far_decided"] <= results["guide_val_cells"] - results["guide_val_near"]
     assert results["guide_val_targets_met"] is False  # 4 cells: fewer than the 24 the targets are stated on
+
+
+def test_coverage_of_auto(results):
+    """Table G.4c: the coverage of auto's kept interval where it is the identification bounds, recomputed for one data
+    set through the public API (identification_bounds on the page's seeds), and the glued counts from its rows."""
+    from scipy import stats
+
+    from itemsampling.estimators import identification_bounds
+    from itemsampling.estimators.auto import draw_validation_ranks
+
+    rows = results["guide_cg_rows"]
+    N, n, M = PARAMS["grid_items"][0], PARAMS["grid_size"], PARAMS["grid_users"][0]
+    # both cut-offs are below two kernel widths N/(n-1) = 10.3: every cell gets the bounds
+    assert len(rows) == len(PARAMS["grid_models"]) * len(PARAMS["grid_ks"]) * 2 * 2 and results["guide_cg_cells"] == 4
+    assert all(row["kind"] == "bounds" and row["repeats"] == PARAMS["cov_grid_repeats"] for row in rows)
+    model, k = PARAMS["grid_models"][1], PARAMS["grid_ks"][0]
+    hits = 0
+    for j in range(PARAMS["cov_grid_repeats"]):
+        g = np.random.default_rng([PARAMS["seed"], 1, N, M, k, j])
+        R = draw_validation_ranks(model, N, M, g)
+        r = 1 + g.binomial(n - 1, (R - 1) / (N - 1))
+        b = identification_bounds(r, N, n, "ndcg", k, ci=0.95)
+        hits += b.low["ndcg"] <= evaluate(R, "ndcg", k) <= b.high["ndcg"]
+    row = next(x for x in rows if (x["model"], x["K"], x["metric"], x["target"]) == (model, k, "ndcg", "test-users"))
+    assert row["hits"] == hits
+    assert results["guide_cg_total"] == sum(x["repeats"] for x in rows)
+    assert results["guide_cg_hits"] == sum(x["hits"] for x in rows)
+    lowers = {}
+    for t in ("population", "test-users"):
+        for m in ("recall", "ndcg"):
+            h = sum(x["hits"] for x in rows if (x["target"], x["metric"]) == (t, m))
+            tot = sum(x["repeats"] for x in rows if (x["target"], x["metric"]) == (t, m))
+            lowers[f"{t} {m}"] = stats.beta.ppf(0.05, h, tot - h + 1) if h else 0.0
+    assert results["guide_cg_lowers"] == pytest.approx(lowers)
+    assert results["guide_cg_lower"] == pytest.approx(min(lowers.values()))
+    # 2 data sets in each of 4 cells: 8 per pool, too few to show 0.90 even if all are covered (0.05 ** (1/8) = 0.69)
+    assert results["guide_cg_kept"] is False
 
 
 def test_planning_section(results):

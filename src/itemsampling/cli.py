@@ -223,7 +223,10 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                         a = res.estimates[model][metric]
                         rows[-1].update({"chosen": str(np.atleast_1d(a.chosen)[j]),
                                          "reason": a.selection.reason[(metric, k)],
-                                         "bias_margin": pick(a.margin)})
+                                         "bias_margin": pick(a.margin),
+                                         "interval": str(np.atleast_1d(np.asarray(a.interval, dtype=object))[j]),
+                                         "interval_reason": a.selection.intervals[(metric, k)]["why"],
+                                         "interval_width": rows[-1]["high"] - rows[-1]["low"]})
             if method == "auto":
                 selections.setdefault(model, []).append(res.estimates[model][group[0]].selection.to_dict())
         for (a, b), per_metric in res.comparisons.items():
@@ -280,14 +283,21 @@ def _auto_conditional(auto, r, n_items, n, metrics, ks, ci, n_boot, rng, params)
     chosen = sorted({str(c) for e in auto.values() for c in np.atleast_1d(e.chosen)})
     seed = int(rng.integers(2 ** 63))
     cond = {c: conditional_metrics(r, n_items, n, metrics, ks, [c], ci=ci, n_boot=n_boot,
-                                   rng=np.random.default_rng(seed), **_params(c, dict(params)))[c] for c in chosen}
+                                   rng=np.random.default_rng(seed),
+                                   **_params(c, {x: v for x, v in params.items() if x != "interval"}))[c]
+            for c in chosen}
     out = {}
     for m, e in auto.items():
         cs = np.atleast_1d(e.chosen)
         mar = np.atleast_1d(e.margin)
-        lo = np.array([np.atleast_1d(cond[str(c)][m].low)[j] - mar[j] for j, c in enumerate(cs)])
-        hi = np.array([np.atleast_1d(cond[str(c)][m].high)[j] + mar[j] for j, c in enumerate(cs)])
-        out[m] = AutoEstimate(e.estimate, lo, hi, ci, n_boot, "auto", e.chosen, e.margin, e.widened, e.selection)
+        kinds = np.atleast_1d(np.asarray(e.interval, dtype=object))
+        # the identification bounds are an interval for both targets (estimators.bounds): kept as they are
+        lo = np.array([np.atleast_1d(e.low)[j] if kinds[j] == "bounds" else
+                       np.atleast_1d(cond[str(c)][m].low)[j] - mar[j] for j, c in enumerate(cs)])
+        hi = np.array([np.atleast_1d(e.high)[j] if kinds[j] == "bounds" else
+                       np.atleast_1d(cond[str(c)][m].high)[j] + mar[j] for j, c in enumerate(cs)])
+        out[m] = AutoEstimate(e.estimate, lo, hi, ci, n_boot, "auto", e.chosen, e.margin, e.widened, e.selection,
+                              e.interval, hi - lo)
     return out
 
 
@@ -322,6 +332,11 @@ def format_report(result: dict) -> str:
         lines += ["", "method auto chose, per model and metric (each candidate's error under the smooth fits of "
                       "P(R) that the data do not reject):"]
         lines += [f"  {r['model']} {r['label']}: {r['reason']}" for r in result["estimates"]]
+        if any("interval" in r for r in result["estimates"]):
+            lines += ["", "intervals of method auto, per model and metric (bounds: identification bounds, for either "
+                          "target; bootstrap+margin: the chosen estimator's interval widened by its bias margin):"]
+            lines += [f"  {r['model']} {r['label']}: {r['interval']}, width {_fmt(r['interval_width'])} "
+                      f"({r['interval_reason']})" for r in result["estimates"]]
     for note in result.get("notes", []):  # the ResolutionWarning of estimate_metric, under the table
         lines += ["", f"Note: {note}"]
     if result["comparisons"]:
@@ -410,6 +425,10 @@ def _build_parser():
                    help="decoys were drawn without replacement (default: with replacement)")
     e.add_argument("--ci", type=float, default=0.95, help="confidence level of the intervals, in (0, 1) (default 0.95)")
     e.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates (default 200)")
+    e.add_argument("--interval", default=None, choices=("kept", "bootstrap"),
+                   help="intervals of --method auto: kept (default; identification bounds below 2 kernel widths "
+                        "N/(n-1), the chosen estimator's interval widened by its bias margin above) or bootstrap "
+                        "(the chosen estimator's own interval)")
     e.add_argument("--target", default="population", choices=("population", "test-users"),
                    help="what the intervals are for: the population the users were drawn from (user bootstrap, "
                         "default) or the test users' own metric (item sampling only)")
@@ -572,6 +591,10 @@ def _estimate(args) -> int:
         params["eta"] = args.eta
     if args.without_replacement:
         params["replacement"] = False
+    if args.interval is not None:
+        if args.method != "auto":
+            raise InputError(f"--interval is an option of --method auto, not of {args.method!r}")
+        params["interval"] = args.interval
     table = read_rank_file(args.file, args.n_items, args.sample_size, fmt=args.format,
                            rank_column=args.rank_column, size_column=args.size_column,
                            model_column=args.model_column, user_column=args.user_column,

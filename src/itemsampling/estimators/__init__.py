@@ -22,6 +22,8 @@ only modules below it, checked by ``lint-imports``, contract in ``pyproject.toml
   ranks (the exact grid, one cell per rank, is the dense estimator), the kernel on those cells, its
   row blocks and their products, the sampled-rank statistics and their one validation, metrics
   read off cell masses and per-user catalogue sizes;
+* :mod:`.bounds`: the identification bounds of a metric (its range over every rank distribution the
+  sampled ranks allow), the interval ``method="auto"`` reports below a few kernel widths;
 * :mod:`.corrected`: the corrected metrics (rank estimate, CLS, BV, MN, MNW), one BV/MN/MNW core,
   and ``grid_corrected_metrics``;
 * :mod:`.distribution`: the fits (EM, CNM, WMLE, MES, the BV baseline read off BV's corrected
@@ -31,8 +33,8 @@ only modules below it, checked by ``lint-imports``, contract in ``pyproject.toml
 * :mod:`.bootstrap` and :mod:`.conditional`: intervals (user bootstrap; parametric bootstrap given
   the test users), on replicate tables of the same estimators;
 * :mod:`.auto`: ``method="auto"``, the estimator chosen per metric and cut-off by its worst-case
-  simulated error over several fits of :math:`P(R)`, with the bootstrap entry points that take it
-  (re-exported here);
+  simulated error over several fits of :math:`P(R)`, its interval that keeps its coverage, with the
+  bootstrap entry points that take it (re-exported here);
 * :mod:`.api` (:func:`estimate_metric`, :func:`estimate_metrics`: a point estimate or, with ``ci``,
   an interval) and :mod:`.weighted` (estimators for popularity-weighted decoys, chapter 11);
 * this module: the public names, re-exported (it holds no code of its own).
@@ -45,6 +47,7 @@ from .._validation import ResolutionWarning
 from .api import estimate_metric, estimate_metrics
 from .auto import AutoSelection, bootstrap_metric, bootstrap_metrics, bootstrap_models, compare_estimates
 from .bootstrap import AutoEstimate, MetricEstimate, ModelComparison
+from .bounds import BoundsResult, identification_bounds
 from .corrected import __all__ as _corrected_all
 from .corrected import (  # noqa: F401  (CORRECTION_METHODS, check_gamma: importable as before)
     CORRECTION_METHODS, check_gamma, corrected_estimate, corrected_metric, corrected_metrics,
@@ -70,6 +73,8 @@ __all__ = [
     "MetricEstimate",
     "AutoEstimate",
     "AutoSelection",
+    "BoundsResult",
+    "identification_bounds",
     "ModelComparison",
     "bootstrap_models",
     "bootstrap_metric",

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from .._validation import as_rng
 from ..metrics import canonical_metric
-from .auto import AUTO_OPTIONS, auto_estimates, check_auto_params
+from .auto import AUTO_ONLY, AUTO_OPTIONS, auto_estimates, check_auto_params
 from .bootstrap import bootstrap_metric, bootstrap_metrics
 from .conditional import conditional_metric, conditional_metrics
 from .estimate import METHODS, _check_nonempty, _point_metric, _point_metrics, _warn_resolution, check_target
 
-_AUTO_ONLY = ("widen", "n_sim", "candidates")
+_AUTO_ONLY = AUTO_ONLY
 
 __all__ = ["estimate_metric", "estimate_metrics"]
 
@@ -61,9 +61,13 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
         its worst-case simulated error over four fits of :math:`P(R)` (:mod:`.auto`); the result is
         an :class:`~itemsampling.estimators.bootstrap.AutoEstimate` (with or without ``ci``)
         recording the choice, every candidate's simulated error under every fit and the reason. It
-        takes ``replacement``, ``grid``, ``widen`` (move the interval's ends out by the chosen
-        estimator's worst-case simulated bias; default ``False``), ``n_sim`` and ``candidates``,
-        and refuses the options of one method (``gamma``, ``eta``, ...).
+        takes ``replacement``, ``grid``, ``interval`` (with ``ci``: ``"kept"``, the default, the
+        identification bounds of :mod:`.bounds` where :math:`K` is below two kernel widths
+        :math:`N/(n-1)` and the chosen estimator's interval widened by its simulated bias margin
+        above, an interval whose coverage holds for both targets; ``"bootstrap"``, the chosen
+        estimator's own interval), ``widen`` (with ``interval="bootstrap"``: move the interval's
+        ends out by the chosen estimator's worst-case simulated bias; default ``False``), ``n_sim``
+        and ``candidates``, and refuses the options of one method (``gamma``, ``eta``, ...).
     **params
         ``grid``: ``None`` (default) uses the dense estimators unless the :math:`N\times n` kernel
         would exceed 2 GiB (:data:`~itemsampling.estimators.grid.AUTO_GRID_BYTES`), and then the

@@ -1,5 +1,5 @@
-r"""``method="auto"``: the estimator chosen from the data, per metric and cut-off, and the bias
-margin that keeps its interval's coverage.
+r"""``method="auto"``: the estimator chosen from the data, per metric and cut-off, and an interval
+that keeps its coverage.
 
 The rule
 --------
@@ -86,14 +86,85 @@ a coarse grid of about 240 cells instead of 3,706 ranks), MLE's simulated errors
 fits per kept fit) and the closed forms of the fixed corrections (0.5 s) the rest; the bootstrap of
 the chosen estimator (MLE in every metric@K here) 13.4 s, the plain MLE call itself.
 
-The bias margin
----------------
+The interval
+------------
 A bootstrap interval is centred on what the estimator returns, so it misses a bias of the
 estimator itself; below one kernel width the bias is of the order of the interval (guide, Table
-G.2b). The simulation measures the chosen estimator's bias :math:`b_f` under each fit;
-:meth:`AutoSelection.margin` is :math:`\max_f |b_f|`, and ``widen=True`` moves both ends of the
-interval out by it (the bias-aware half-width of :func:`itemsampling.plan.normal_error_quantile`
-uses the same :math:`b`; here it is added to an interval that already holds the variance).
+G.2b: the population interval of MLE at NDCG@10 covered 0.75 where it claims 0.95). With ``ci``,
+``method="auto"`` reports by default (``interval="kept"``) per cut-off, by a rule of the design
+:math:`(N, n, K)` and never of the data (:func:`interval_plan`; a data-dependent switch between two
+intervals would break the coverage of both):
+
+* :math:`K \ge c\,N/(n-1)`, :math:`c` = :data:`RESOLVED` = 2 (and AUC): the chosen estimator's
+  interval (the user bootstrap; for ``target="test-users"`` the parametric bootstrap of
+  :mod:`.conditional`) with both ends moved out by the **bias margin** :meth:`AutoSelection.margin`,
+  :math:`\max_f |b_f|` over the smooth fits, the chosen estimator's bias under each (the bias-aware
+  half-width of :func:`itemsampling.plan.normal_error_quantile` uses the same :math:`b`; here it is
+  added to an interval that already holds the variance);
+* :math:`K < c\,N/(n-1)`: the **identification bounds** (:func:`~.bounds.identification_bounds`): the
+  range of the metric over every rank distribution whose sampled-rank law lies in a simultaneous
+  exact (Clopper-Pearson, Bonferroni) band around the observed one, two linear programs. Their
+  coverage needs no fit and no asymptotics: whenever the band covers the truth's sampled-rank law
+  (probability :math:`\ge` ``ci``), the truth is feasible, so the bounds cover the population metric
+  with probability at least ``ci`` for every rank distribution, :math:`M` and :math:`K`; for the test
+  users' own metric the counts are Poisson-binomial, whose tails are no heavier than the binomial's
+  with the same mean (Hoeffding 1956), and the same bounds cover it too (:mod:`.bounds` has the
+  argument, edge cases included). Where the bounds cannot be computed (per-user catalogue or sample
+  sizes, a catalogue-scale grid) the bootstrap with its margin is reported instead and the recorded
+  reason says that its coverage is not guaranteed there.
+
+``interval="bootstrap"`` gives the chosen estimator's own interval, widened by the margin only with
+``widen=True`` (the behaviour before the kept interval). The result records per metric@K which kind
+it got, why and its width (:attr:`~.bootstrap.AutoEstimate.interval`,
+:attr:`~.bootstrap.AutoEstimate.width`, :attr:`AutoSelection.intervals`); ``estimate --method auto``
+prints one line per metric@K and ``--json`` carries ``interval``, ``interval_reason`` and
+``interval_width`` in every estimate row. With several models (:func:`auto_models`, the command)
+each model's intervals are its own; the comparisons between models stay the bootstrap intervals
+of the differences (widened by twice the larger margin with ``widen``).
+
+Why the bounds only below :math:`c` kernel widths, and why :math:`c = 2`. The bounds are the honest
+answer where the data cannot locate the cut-off, but they are wide everywhere: the kernel spreads the
+users at global rank :math:`K` over several sampled ranks, and a rank distribution may move mass
+across :math:`K` inside that spread unseen (:mod:`.bounds`, "What it costs"). Bounds everywhere would
+multiply the width of resolved cut-offs several times for nothing. The bootstrap with its margin is
+narrow but its coverage rests on the smooth fits seeing the estimator's bias, which they do only where
+the cut-off is resolved. :math:`c` was set by the coverage study below, on the validation grid (a
+measurement on simulated designs, not on the user's data). With today's interval beside the kept
+one (``benchmarks/auto_coverage.py --today 20``: 20 data sets per cell at :math:`N/(n-1)` = 5 and 50,
+24 cells, 96 rows of cell x metric x target), the bootstrap widened by its margin covered at least
+0.95 in all 24 rows at :math:`K/(N/(n-1))` = 1.96 (:math:`K` = 10, :math:`N` = 250) and 0.80-1.00
+(pooled 0.969) at 9.8, but as little as 0.20 at 1.02 (the step model, :math:`N` = 2,450, :math:`K` = 50:
+0.20-0.90 over its 8 rows) and 0.55 at 0.2: within about one kernel width the smooth fits do not see
+the estimator's bias (a step inside the first kernel width is what no fit of the sampled ranks can
+see). :math:`c` = 2 is the smallest round multiple above the largest ratio where it failed. The grid
+has no cell between 1.02 and 1.96, so its cells at 1.96 get the bounds although the bootstrap with
+its margin held there too (:math:`c` = 1.5 would give them an interval about 6 times narrower; the
+grid cannot tell whether that is safe in general).
+
+How well it keeps its coverage
+------------------------------
+:func:`coverage_study` (the guide's Table G.4c at a small size; ``benchmarks/auto_coverage.py`` at
+full size): the validation grid of :func:`validation_study` (36 cells), Recall@K and NDCG@K, both
+targets, nominal 0.95. ``python benchmarks/auto_coverage.py 100``: 100 data sets per cell, all 36
+cells, 144 rows of cell x metric x target (18 min on two shared cores at load 3-4). The kept interval
+covered its truth in every one of the 12,000 data sets of the 120 rows where it is the bounds (exact
+one-sided 95 % lower bound on the pooled coverage 0.9995 for each target) and 0.972 pooled over the
+24 rows where it is the bootstrap with its margin (population 0.958, test users 0.986); the lowest row
+0.89 (Monte Carlo se 0.031; the step model, :math:`N/(n-1)` = 5, :math:`M` = 5,000, Recall@50,
+population), the only one below 0.90, and not significantly so (exact binomial test of a coverage of at
+least 0.90, :math:`p` = 0.42; none of the 144 rows is below 0.90 by that test, Holm-corrected at 5 %).
+The weakest spot is the population Recall@50 at ten kernel widths (0.89-0.95 over the three rank
+models), where the chosen estimator's percentile interval is narrow and its bias margin small.
+A second pass with today's interval beside the kept one (``--today 20``), 20 data sets per cell at
+:math:`N/(n-1)` = 5 and 50 (96 rows; 31 min on two shared cores at load 3-4, as the auto selection and a
+bootstrap run per data set and target for today's interval): the kept interval covered its truth in every data set of the 72 rows where it
+is the bounds, and 0.969 pooled over the 24 rows where it is the bootstrap with its margin (lowest
+0.80: Beta a = 0.6, :math:`M` = 5,000, Recall@50, population); today's interval (the chosen
+estimator's plain bootstrap) 0.842 pooled over the bounds rows (below 0.90 in 21 of 72, down to
+0.00: the step model, :math:`N/(n-1)` = 50, :math:`M` = 5,000, NDCG@50) and 0.892 over the others.
+Widths: the kept interval is a median 1.17 times as wide as today's where it is the bootstrap with
+its margin (1.01-2.64) and 6.4 times where it is the bounds (2.1-26.5): the price of a guarantee
+where the data cannot locate the cut-off.
 """
 
 from __future__ import annotations
@@ -107,14 +178,16 @@ from ..mapping import sample_beta_ranks
 from ..metrics import canonical_metric, metric_function
 from . import bootstrap as _boot
 from .bootstrap import AutoEstimate, ModelComparison, ModelsBootstrap, _per_model, _Replicator
+from .bounds import identification_bounds
 from .conditional import check_target, conditional_metrics
 from .distribution import _fit
 from .estimate import _estimate, _ks, _prepare, _vectors
 from .grid import cached_kernel, grid_kernel, rank_grid, resolve_grid
 
 __all__ = ["CANDIDATES", "GAMMA", "N_SIM", "FITS", "SMOOTH_FITS", "FALLBACK_FITS", "GOF_LEVEL", "AutoSelection",
-           "select_estimators", "plausible_fits", "beta_fit", "beta_mixture_fit", "goodness_of_fit", "validation_study", "validation_rmse",
-           "draw_validation_ranks",
+           "select_estimators", "plausible_fits", "beta_fit", "beta_mixture_fit", "goodness_of_fit", "validation_study",
+           "validation_rmse", "draw_validation_ranks", "INTERVALS", "RESOLVED", "check_interval", "interval_plan",
+           "coverage_study",
            "auto_estimates", "bootstrap_metric", "bootstrap_metrics", "compare_estimates", "bootstrap_models"]
 
 #: The candidates of ``method="auto"``, in tie-break order (module docstring: why not MES and MN_MLE).
@@ -145,6 +218,48 @@ _LINEAR = ("cls", "bv")
 #: options of the candidates that ``auto`` sets itself, and those it accepts from the caller
 _OWN = {"bv": {"gamma": GAMMA}}
 AUTO_OPTIONS = ("replacement", "grid")
+#: the options of ``method="auto"`` itself
+AUTO_ONLY = ("widen", "n_sim", "candidates", "interval")
+#: the intervals of ``method="auto"`` with ``ci``: ``"kept"`` (the default; module docstring, "The interval")
+#: and ``"bootstrap"`` (the chosen estimator's own interval, widened by the bias margin only with ``widen``)
+INTERVALS = ("kept", "bootstrap")
+#: a cut-off K counts as resolved when K >= RESOLVED x N/(n-1) (module docstring, "The interval")
+RESOLVED = 2.0
+
+
+def check_interval(interval) -> str:
+    """``interval`` one of :data:`INTERVALS`, else a ``ValueError`` naming it."""
+    if not isinstance(interval, str) or interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {', '.join(repr(x) for x in INTERVALS)} (method 'auto' with ci), "
+                         f"got {interval!r}")
+    return interval
+
+
+def interval_plan(N, n, ks, pools=None, grid_in_use=False, interval="kept", widen=False, resolved=RESOLVED) -> dict:
+    r"""The kind of interval each cut-off gets (module docstring, "The interval"): ``{k: (kind, why)}``.
+    With ``interval="kept"``: ``"bootstrap+margin"`` where :math:`K \ge` :data:`RESOLVED`
+    :math:`\times N/(n-1)` (and for AUC, ``k=None``), ``"bounds"`` (:mod:`.bounds`) below it, and
+    ``"bootstrap+margin"`` below it too where the bounds cannot be computed (per-user sizes, a grid),
+    saying so. A rule of the design (:math:`N`, :math:`n`, :math:`K`), never of the data (``resolved``:
+    the multiple of the kernel width, for the coverage study of the rule itself). With
+    ``interval="bootstrap"``: ``"bootstrap+margin"`` if ``widen``, else ``"bootstrap"``."""
+    out = {}
+    if interval == "bootstrap":
+        kind = "bootstrap+margin" if widen else "bootstrap"
+        return {k: (kind, "interval='bootstrap'" + (" with widen" if widen else "")) for k in ks}
+    w = N / (int(np.max(n)) - 1)
+    for k in ks:
+        if k is None or int(k) >= resolved * w:
+            out[k] = ("bootstrap+margin", f"K resolved: K >= {resolved:g} x N/(n-1) = {resolved * w:.3g}"
+                      if k is not None else "untruncated metric: resolved")
+        elif pools is not None or not isinstance(n, int) or grid_in_use:
+            what = ("per-user catalogue sizes" if pools is not None else "per-user sample sizes"
+                    if not isinstance(n, int) else "a catalogue-scale grid")
+            out[k] = ("bootstrap+margin", f"K below {resolved:g} x N/(n-1) = {resolved * w:.3g}, but the "
+                      f"identification bounds do not take {what}: its coverage is not guaranteed")
+        else:
+            out[k] = ("bounds", f"K below {resolved:g} x N/(n-1) = {resolved * w:.3g}: identification bounds")
+    return out
 
 
 def _params(method: str, base: dict) -> dict:
@@ -157,8 +272,8 @@ def check_auto_params(params: dict) -> None:
     bad = sorted(set(params) - set(AUTO_OPTIONS))
     if bad:
         raise ValueError(f"method 'auto' chooses each estimator with its own settings; option(s) {bad} belong to "
-                         f"one method: pass an explicit method to use them (auto accepts only {list(AUTO_OPTIONS)}, and widen, "
-                         "n_sim, candidates)")
+                         f"one method: pass an explicit method to use them (auto accepts only {list(AUTO_OPTIONS)}, and "
+                         f"{', '.join(AUTO_ONLY)})")
 
 
 @dataclass
@@ -182,6 +297,7 @@ class AutoSelection:
     fallback : str          why the nonparametric fits were used ("" when a smooth fit was kept).
     score : dict            (metric, k) -> {candidate: the error the choice minimised}.
     screened : dict         (metric, k) -> why CLS was not assessed there (:data:`CLS_SCREEN`).
+    intervals : dict        (metric, k) -> ``{"kind", "why", "width"}`` of the interval it got (with ``ci``).
     """
 
     metrics: list
@@ -200,6 +316,7 @@ class AutoSelection:
     fallback: str = ""
     score: dict = field(default_factory=dict)
     screened: dict = field(default_factory=dict)
+    intervals: dict = field(default_factory=dict)
 
     def method(self, metric, k) -> str:
         return self.chosen[(metric, k)]
@@ -227,7 +344,8 @@ class AutoSelection:
                 "fits": list(self.fits), "n_sim": self.n_sim, "plausibility": dict(self.plausibility),
                 "fallback": self.fallback,
                 "choices": {lab(mk): {"method": c, "reason": self.reason[mk], "margin": self.margin(*mk),
-                                      "rmse": self.rmse.get(mk, {}), "bias": self.bias.get(mk, {})}
+                                      "rmse": self.rmse.get(mk, {}), "bias": self.bias.get(mk, {}),
+                                      **({"interval": self.intervals[mk]} if mk in self.intervals else {})}
                             for mk, c in self.chosen.items()}}
 
 
@@ -678,50 +796,73 @@ def _pick(values, j):
 
 
 def auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci=None, n_boot=200, rng=None,
-                   target="population", widen=False, n_sim=N_SIM, candidates=CANDIDATES, **params) -> dict:
+                   target="population", widen=False, n_sim=N_SIM, candidates=CANDIDATES, interval="kept",
+                   **params) -> dict:
     r"""``{metric: AutoEstimate}`` for ``method="auto"`` (module docstring): the estimator chosen per
     metric and cut-off (:func:`select_estimators`, on the first draws of ``rng``), its estimate and,
-    with ``ci``, its interval for ``target`` (the user bootstrap or the test users' parametric
-    bootstrap of the chosen estimators, on the next draws of ``rng``), each end moved out by the bias
-    margin :meth:`AutoSelection.margin` when ``widen``."""
+    with ``ci``, an interval for ``target``. ``interval="kept"`` (default; module docstring, "The
+    interval"): per cut-off by :func:`interval_plan`, the identification bounds
+    (:func:`~.bounds.identification_bounds`, the same for both targets) below :data:`RESOLVED` kernel
+    widths, else the chosen estimator's bootstrap (the user bootstrap, or the test users' parametric
+    bootstrap, on the next draws of ``rng``) with each end moved out by the bias margin
+    :meth:`AutoSelection.margin`. ``interval="bootstrap"``: the bootstrap everywhere, widened by the
+    margin only when ``widen``."""
     check_auto_params(params)
     widen = check_bool(widen, "widen")
+    interval = check_interval(interval)
     gen = as_rng(rng)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     for m in metrics:
         canonical_metric(m)
     r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, params)
     seq, ks = _ks(k)
+    target = check_target(target)
     sel = select_estimators(r, N, n, metrics, ks, rng=gen, replacement=params.get("replacement", True),
                             grid=params.get("grid"), pools=pools, n_sim=n_sim, candidates=candidates)
-    ivals = {}
+    ivals, plan, bnd = {}, {}, None
     if ci is not None:
-        chosen = sorted(set(sel.chosen.values()), key=list(CANDIDATES).index)
+        g = resolve_grid(params.get("grid"), N, n if isinstance(n, int) else int(np.max(n)), ks)
+        plan = interval_plan(N, n, ks, pools, g is not None, interval, widen)
+        boot_ks = [kk for kk in ks if plan[kk][0] != "bounds"]
+        bnd_ks = [kk for kk in ks if plan[kk][0] == "bounds"]
+        if bnd_ks:
+            bnd = identification_bounds(r, N, n, metrics, bnd_ks, ci, params.get("replacement", True))
+        chosen = sorted({sel.chosen[(m, kk)] for m in metrics for kk in boot_ks}, key=list(CANDIDATES).index)
         own = {c: _params(c, dict(params)) for c in chosen}
         seed = int(gen.integers(2 ** 63))
-        several = conditional_metrics if check_target(target) == "test-users" else _boot.bootstrap_metrics
+        several = conditional_metrics if target == "test-users" else _boot.bootstrap_metrics
         for c in chosen:  # each chosen method with its own settings, on the same replicates (same seed)
-            ivals[c] = several(sampled_ranks, n_items, sample_size, metrics, k, [c], ci=ci, n_boot=n_boot,
+            ivals[c] = several(sampled_ranks, n_items, sample_size, metrics, boot_ks, [c], ci=ci, n_boot=n_boot,
                                rng=np.random.default_rng(seed), **own[c])[c]
     out = {}
     for m in metrics:
-        est, lo, hi, mar, meth = [], [], [], [], []
+        est, lo, hi, mar, meth, kind, width = [], [], [], [], [], [], []
         for j, kk in enumerate(ks):
             c = sel.chosen[(m, kk)]
             meth.append(c)
             est.append(sel.estimates[(m, kk)][c])
-            b = sel.margin(m, kk) if widen else 0.0
+            kd = plan[kk][0] if ci is not None else None
+            b = sel.margin(m, kk) if kd == "bootstrap+margin" or (ci is None and widen) else 0.0
             mar.append(b)
+            kind.append(kd)
             if ci is not None:
-                e = ivals[c][m]
-                lo.append(_pick(e.low, j) - b)
-                hi.append(_pick(e.high, j) + b)
+                if kd == "bounds":
+                    jb = bnd_ks.index(kk)
+                    lo.append(float(bnd.low[m][jb]))
+                    hi.append(float(bnd.high[m][jb]))
+                else:
+                    e, jb = ivals[c][m], boot_ks.index(kk)
+                    lo.append(_pick(e.low, jb) - b)
+                    hi.append(_pick(e.high, jb) + b)
+                width.append(hi[-1] - lo[-1])
+                sel.intervals[(m, kk)] = {"kind": kd, "why": plan[kk][1], "width": width[-1]}
         nan = [float("nan")] * len(ks)
-        lo, hi = (lo, hi) if ci is not None else (nan, nan)
+        lo, hi, width = (lo, hi, width) if ci is not None else (nan, nan, nan)
         conv = (lambda v: np.array(v)) if seq else (lambda v: v[0])
         out[m] = AutoEstimate(conv(est), conv(lo), conv(hi), float("nan") if ci is None else float(ci),
                               0 if ci is None else int(n_boot), "auto", conv(meth) if seq else meth[0],
-                              conv(mar), bool(widen and ci is not None), sel)
+                              conv(mar), bool(ci is not None and any(x == "bootstrap+margin" for x in kind)), sel,
+                              (np.array(kind, dtype=object) if seq else kind[0]), conv(width))
     return out
 
 
@@ -747,14 +888,19 @@ def common_choice(selections: list) -> dict:
 
 
 def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users, paired, n_jobs, progress,
-                widen=False, n_sim=N_SIM, candidates=CANDIDATES, **params):
+                widen=False, n_sim=N_SIM, candidates=CANDIDATES, interval="kept", **params):
     """:func:`~.bootstrap.bootstrap_models` with ``method="auto"``: one selection per model
     (:func:`select_estimators`), one estimator per metric and cut-off for all models
     (:func:`common_choice`), and each chosen estimator bootstrapped on the *same* replicates (one
-    seed), so the comparisons are as for a fixed method; intervals widened by the largest margin
-    over the models when ``widen``."""
+    seed), so the comparisons are as for a fixed method. Each model's intervals as
+    :func:`auto_estimates` makes them for ``interval`` (the population target): with ``"kept"`` the
+    identification bounds of that model's ranks below :data:`RESOLVED` kernel widths and the
+    bootstrap widened by that model's bias margin above; with ``"bootstrap"`` the bootstrap, widened
+    when ``widen``. The comparisons are the bootstrap intervals of the differences, widened by twice
+    the larger margin of the two models when ``widen``."""
     check_auto_params(params)
     widen = check_bool(widen, "widen")
+    interval = check_interval(interval)
     gen = as_rng(rng)
     models = list(ranks)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
@@ -785,23 +931,38 @@ def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users,
     for mo in models:
         estimates[mo] = {}
         reps[mo] = np.empty_like(first.replicates[mo])
+        r, N, n, pools = _prepare(ranks[mo], items_of[mo], size_of[mo], params)
+        g = resolve_grid(params.get("grid"), N, n if isinstance(n, int) else int(np.max(n)), ks)
+        plan = interval_plan(N, n, ks, pools, g is not None, interval, widen)
+        bnd_ks = [kk for kk in ks if plan[kk][0] == "bounds"]
+        bnd = identification_bounds(r, N, n, metrics, bnd_ks, ci, params.get("replacement", True)) if bnd_ks else None
         for i, m in enumerate(metrics):
-            est, lo, hi, mar, meth = [], [], [], [], []
+            est, lo, hi, mar, meth, kind, width = [], [], [], [], [], [], []
             for j, kk in enumerate(ks):
                 c = pick[(m, kk)][0]
                 e = res[c].estimates[mo][m]
-                b = margin((m, kk), c, [mo])
+                kd = plan[kk][0]
+                b = (max((abs(v) for v in sels[mo].bias.get((m, kk), {}).get(c, {}).values()), default=0.0)
+                     if kd == "bootstrap+margin" else 0.0)
                 est.append(_pick(e.estimate, j))
-                lo.append(_pick(e.low, j) - b)
-                hi.append(_pick(e.high, j) + b)
+                if kd == "bounds":
+                    lo.append(float(bnd.low[m][bnd_ks.index(kk)]))
+                    hi.append(float(bnd.high[m][bnd_ks.index(kk)]))
+                else:
+                    lo.append(_pick(e.low, j) - b)
+                    hi.append(_pick(e.high, j) + b)
                 mar.append(b)
                 meth.append(c)
+                kind.append(kd)
+                width.append(hi[-1] - lo[-1])
+                sels[mo].intervals[(m, kk)] = {"kind": kd, "why": plan[kk][1], "width": width[-1]}
                 reps[mo][:, i, j] = res[c].replicates[mo][:, i, j]
             sel = sels[mo]
             sel.reason.update({(m, kk): pick[(m, kk)][1] for kk in ks})
             sel.chosen.update({(m, kk): pick[(m, kk)][0] for kk in ks})
             estimates[mo][m] = AutoEstimate(conv(est), conv(lo), conv(hi), float(ci), int(n_boot), "auto",
-                                            conv(meth), conv(mar), widen, sel)
+                                            conv(meth), conv(mar), "bootstrap+margin" in kind, sel,
+                                            np.array(kind, dtype=object) if seq else kind[0], conv(width))
     for pair, per_metric in first.comparisons.items():
         comparisons[pair] = {}
         for m in metrics:
@@ -845,8 +1006,8 @@ def bootstrap_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, 
     gen = as_rng(rng)
     ci = _boot.check_confidence(ci, "ci")
     n_boot = _boot._check_n_boot(n_boot)
-    auto_kw = {x: v for x, v in params.items() if x in AUTO_OPTIONS + ("widen", "n_sim", "candidates")}
-    check_auto_params({x: v for x, v in params.items() if x not in ("widen", "n_sim", "candidates")})
+    auto_kw = {x: v for x, v in params.items() if x in AUTO_OPTIONS + AUTO_ONLY}
+    check_auto_params({x: v for x, v in params.items() if x not in AUTO_ONLY})
     rest = [m for m in methods if m != "auto"]
     out = {}
     if rest:
@@ -967,3 +1128,124 @@ def validation_rmse(errors, idx=None) -> float:
         e = e[idx]
     out = 100 * np.mean(np.sqrt(np.mean(e ** 2, axis=-2)), axis=-1)
     return float(out) if np.ndim(out) == 0 else out
+
+
+# ---------------------------------------------------------------------------------------------
+# the coverage study of the interval (guide, Table G.4c; benchmarks/auto_coverage.py at full size)
+# ---------------------------------------------------------------------------------------------
+#: the targets of the coverage study
+COVERAGE_TARGETS = ("population", "test-users")
+#: users drawn once per rank model and catalogue size for the population truth (Monte Carlo se below 4e-4)
+TRUTH_USERS = 2_000_000
+
+
+def _coverage_lower(hits: int, total: int, level: float = 0.95) -> float:
+    """The exact one-sided (Clopper-Pearson) lower confidence bound on a coverage of ``hits`` in ``total``."""
+    from scipy import stats
+
+    return 0.0 if hits == 0 else float(stats.beta.ppf(1.0 - level, hits, total - hits + 1))
+
+
+def coverage_study(models=VALIDATION_MODELS, items=(250, 2450, 9800), users=(500, 5000), ks=(10, 50),
+                   metrics=("recall", "ndcg"), sample_size: int = 50, repeats: int = 100, ci: float = 0.95,
+                   n_boot: int = 100, n_sim: int = N_SIM, floor: float = 0.90, today: bool = True, seed: int = 0,
+                   truth_users: int = TRUTH_USERS, resolved: float = RESOLVED, kinds=("bounds", "bootstrap+margin"),
+                   progress=None) -> list:
+    r"""The coverage of ``method="auto"``'s kept interval (module docstring, "The interval") for both
+    targets on data whose truth is known: for each rank model (:func:`draw_validation_ranks`), catalogue
+    size :math:`N`, number of users :math:`M` and cut-off :math:`K`, ``repeats`` data sets of :math:`M`
+    users (global ranks, sampled ranks with replacement at ``sample_size``), each drawn from
+    ``numpy.random.default_rng([seed, model index, N, M, K, repeat])``. Where :func:`interval_plan`
+    gives the bounds, :func:`~.bounds.identification_bounds` (no estimator run, so no bootstrap); else
+    :func:`auto_estimates` with ``ci`` for each target (``n_boot`` replicates, ``n_sim`` simulated data
+    sets per fit). The population truth is the metric of ``truth_users`` users drawn once per model and
+    :math:`N`; the test-users truth the users' own :math:`\frac1M\sum_u F(R_u)`.
+
+    With ``today`` the study also measures today's interval, the chosen estimator's plain bootstrap
+    (``interval="bootstrap"``; for the bootstrap cut-offs it is the kept interval less the margin, on the
+    same replicates, so it is free there; for the bounds cut-offs it costs one auto call per target), and
+    the bootstrap widened by the margin in the bounds cut-offs too (``margin_*``: what the rule would give
+    there with a smaller ``resolved``, the multiple of :math:`N/(n-1)` of :func:`interval_plan`). Only the
+    cells whose kind of interval is in ``kinds`` are run (``("bounds",)``: no estimator, no bootstrap).
+
+    One row per cell, metric and target: ``model, N, n, width`` (:math:`N/(n-1)`), ``M, K, metric, target,
+    kind`` (the kind of interval), ``repeats, hits, coverage, se`` (the Monte Carlo standard error
+    :math:`\sqrt{c(1-c)/\text{repeats}}`), ``lower`` (the exact one-sided 95 % lower confidence bound on the
+    coverage), ``p_below`` (the exact binomial test of a coverage of at least ``floor``: :math:`\Pr(X \le
+    \text{hits})`, :math:`X \sim` Binomial(repeats, floor)), ``width`` of the kept interval (mean), and with
+    ``today`` ``today_hits, today_coverage, today_width``."""
+    reps = check_int(repeats, "repeats", low=1)
+    n = check_int(sample_size, "sample_size", low=2)
+    n_boot = _boot._check_n_boot(n_boot)
+    ci = _boot.check_confidence(ci, "ci")
+    today = check_bool(today, "today")
+    truth_users = check_int(truth_users, "truth_users", low=1)
+    floor = _boot.check_confidence(floor, "floor")
+    metrics, ks = [canonical_metric(m) for m in metrics], [check_int(k, "k", low=1) for k in ks]
+    from scipy import stats
+
+    rows = []
+    for im, model in enumerate(models):
+        for N in items:
+            N = check_int(N, "items", low=2)
+            if not any(interval_plan(N, n, [K], resolved=resolved)[K][0] in kinds for K in ks):
+                continue
+            Rt = draw_validation_ranks(model, N, truth_users, np.random.default_rng([seed, im, N, 1]))
+            pop = {(m, k): float(np.mean(metric_function(m, k, N)(Rt))) for m in metrics for k in ks}
+            del Rt
+            for M in users:
+                for K in ks:
+                    kind = interval_plan(N, n, [K], resolved=resolved)[K][0]
+                    if kind not in kinds:
+                        continue
+                    acc = {(m, t): {"hits": 0, "width": [], "today_hits": 0, "today_width": [], "margin_hits": 0,
+                                    "margin_width": []} for m in metrics for t in COVERAGE_TARGETS}
+                    for j in range(reps):
+                        g = np.random.default_rng([seed, im, N, M, K, j])
+                        R = draw_validation_ranks(model, N, M, g)
+                        r = 1 + g.binomial(n - 1, (R - 1) / (N - 1))
+                        truth = {"population": {m: pop[(m, K)] for m in metrics},
+                                 "test-users": {m: float(np.mean(metric_function(m, K, N)(R))) for m in metrics}}
+                        kept, plain, wide = {}, {}, {}
+                        if kind == "bounds":
+                            b = identification_bounds(r, N, n, metrics, K, ci)
+                            for t in COVERAGE_TARGETS:
+                                kept[t] = {m: (b.low[m], b.high[m]) for m in metrics}
+                        for t in COVERAGE_TARGETS:
+                            if kind == "bounds" and not today:
+                                continue
+                            a = auto_estimates(r, N, n, metrics, K, ci, n_boot, np.random.default_rng([seed, j, 1]),
+                                               target=t, n_sim=n_sim, interval="bootstrap", widen=True)
+                            wide[t] = {m: (a[m].low, a[m].high) for m in metrics}
+                            if kind != "bounds":  # the kept interval here (interval_plan): bootstrap + margin
+                                kept[t] = wide[t]
+                            plain[t] = {m: (a[m].low + a[m].margin, a[m].high - a[m].margin) for m in metrics}
+                        for m in metrics:
+                            for t in COVERAGE_TARGETS:
+                                lo, hi = kept[t][m]
+                                d = acc[(m, t)]
+                                d["hits"] += int(lo <= truth[t][m] <= hi)
+                                d["width"].append(hi - lo)
+                                if today:
+                                    for key, iv in (("today", plain), ("margin", wide)):
+                                        lo, hi = iv[t][m]
+                                        d[f"{key}_hits"] += int(lo <= truth[t][m] <= hi)
+                                        d[f"{key}_width"].append(hi - lo)
+                    for m in metrics:
+                        for t in COVERAGE_TARGETS:
+                            d = acc[(m, t)]
+                            c = d["hits"] / reps
+                            row = {"model": model, "N": N, "n": n, "width": N / (n - 1), "M": M, "K": K, "metric": m,
+                                   "target": t, "kind": kind, "repeats": reps, "hits": d["hits"], "coverage": c,
+                                   "se": float(np.sqrt(c * (1 - c) / reps)), "lower": _coverage_lower(d["hits"], reps),
+                                   "p_below": float(stats.binom.cdf(d["hits"], reps, floor)),
+                                   "mean_width": float(np.mean(d["width"]))}
+                            if today:
+                                for key in ("today", "margin"):
+                                    row.update({f"{key}_hits": d[f"{key}_hits"],
+                                                f"{key}_coverage": d[f"{key}_hits"] / reps,
+                                                f"{key}_width": float(np.mean(d[f"{key}_width"]))})
+                            rows.append(row)
+                    if progress:
+                        progress(f"coverage: model {model}, N = {N}, M = {M}, K = {K} ({kind}) done")
+    return rows

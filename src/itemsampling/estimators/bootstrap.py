@@ -125,17 +125,21 @@ class AutoEstimate(MetricEstimate):
     """The result of ``method="auto"`` (:mod:`itemsampling.estimators.auto`): a
     :class:`MetricEstimate` (``method`` is ``"auto"``; without ``ci`` ``low``/``high`` are NaN and
     ``n_boot`` 0) with, per cut-off, the ``chosen`` estimator, the bias ``margin`` by which the
-    interval was widened (when ``widened``), and the whole ``selection`` (candidates, each one's
-    simulated error under each fit, the reasons, what was skipped)."""
+    interval was widened (when ``widened``), the kind of ``interval`` it got (``"bounds"``: the
+    identification bounds of :mod:`.bounds`; ``"bootstrap+margin"``; ``"bootstrap"``; ``None`` without
+    ``ci``) and its ``width``, and the whole ``selection`` (candidates, each one's simulated error
+    under each fit, the reasons, the interval kinds and why, what was skipped)."""
 
     chosen: object = None
     margin: object = 0.0
     widened: bool = False
     selection: object = None
+    interval: object = None
+    width: object = float("nan")
 
     def __repr__(self) -> str:
         return (f"AutoEstimate(chosen={self.chosen!r}, estimate={self.estimate!r}, low={self.low!r}, "
-                f"high={self.high!r}, margin={self.margin!r}, widened={self.widened})")
+                f"high={self.high!r}, margin={self.margin!r}, widened={self.widened}, interval={self.interval!r})")
 
 
 @dataclass(frozen=True)
