@@ -297,6 +297,7 @@ def test_a_pilot_below_the_resolution_recommends_full_ranking_only(tmp_path, cap
     assert plan.to_dict()["designs"][1]["identified"] is False and plan.to_dict()["unresolved"] == plan.unresolved
     text = format_plan(plan)
     assert text.count("Not identified: ") == 1 and "(not identified)" in text
+    assert "Chosen: full ranking, all 600 users (the only design the pilot identifies)." in text
     single = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, pilot_fits="mle", **kw)
     assert single.unresolved == "" and single.chosen.design != "full ranking"
     below = plan_evaluation(Ni, Mi, "recall", 10, budget=Mi * Ni / 2, **kw)

@@ -587,7 +587,8 @@ def format_plan(plan: EvaluationPlan) -> str:
         lines.append(f"No design meets the margin {plan.margin:g}: only full ranking of all users does "
                      "better than the table; widen the margin or rank everything.")
     elif plan.chosen is not None:
-        why = (f"the cheapest design meeting the margin {plan.margin:g}" if plan.margin is not None
+        why = ("the only design the pilot identifies" if plan.unresolved else
+               f"the cheapest design meeting the margin {plan.margin:g}" if plan.margin is not None
                else f"the most accurate design within {plan.budget:,.0f} item scorings")
         lines.append(f"Chosen: {plan.chosen.label} ({why}).")
     source = "the worst case over the fits above" if several else "the rank distribution above"
