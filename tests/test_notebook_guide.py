@@ -19,7 +19,8 @@ PARAMS = {"n_items": 300, "sample_size": 30, "n_users": 150, "beta_a": {"A": 0.3
           "grid_models": ["0.3", "step"], "grid_items": [300], "grid_size": 30, "grid_users": [150],
           "grid_ks": [5, 10], "grid_repeats": 2, "grid_sim": 3, "seed": 4,
           "plan_items": 300, "plan_users": 200, "plan_margin": 0.05, "plan_sizes": [20], "plan_sim": 5,
-          "plan_runs": 10, "plan_pilot_items": 600, "plan_pilot_users": 100, "plan_pilot_sizes": [10],
+          "plan_runs": 10, "plan_pilot_items": 600, "plan_pilot_users": 100, "plan_pilot_size": 150,
+          "plan_pilot_sizes": [10],
           "plan_pilot_margin": 0.08, "plan_pilot_runs": 10, "cov_studies": 4, "cov_boot": 10, "cov_grid_repeats": 2,
           "cov_grid_truth": 100_000,
           "weighted_models": ["popular", "itemknn"], "weighted_draws": 3, "weighted_repeats": 4}
@@ -162,23 +163,35 @@ def test_planning_section(results):
 
 
 def test_planning_from_a_pilot_of_a_known_population(results):
-    """Table G.5b: the pilot regenerated from the page's seeds; the rows are the designs either plan
-    (the worst case over the plausible fits, the single MLE fit) recommends, each with both plans'
-    predictions as plan_evaluation gives them; the counts glued in the prose are the table's."""
+    """Table G.5b: the pilots regenerated from the page's seeds (at sample_size, below the resolution
+    of K = 10, then at plan_pilot_size, which resolves it); the rows are the designs either plan (the
+    worst case over the plausible fits, the single MLE fit) recommends from the resolving pilot, each
+    with both plans' predictions as plan_evaluation gives them; the counts glued in the prose are the
+    table's. From the pilot below the resolution the robust plan recommends no sampled design."""
     from itemsampling.estimators.auto import draw_validation_ranks
     from itemsampling.plan import plan_evaluation
 
     N, M, margin = PARAMS["plan_pilot_items"], PARAMS["plan_users"], PARAMS["plan_pilot_margin"]
     g = np.random.default_rng([PARAMS["seed"], 98])
     R = draw_validation_ranks("step", N, M, g)
-    pilot = sample_ranks(R[:PARAMS["plan_pilot_users"]], N, PARAMS["sample_size"], rng=g)
-    kw = dict(margin=margin, pilot=pilot, sample_size=PARAMS["sample_size"], rng=PARAMS["seed"],
+    low = sample_ranks(R[:PARAMS["plan_pilot_users"]], N, PARAMS["sample_size"], rng=g)
+    pilot = sample_ranks(R[:PARAMS["plan_pilot_users"]], N, PARAMS["plan_pilot_size"], rng=g)
+    kw = dict(margin=margin, pilot=pilot, sample_size=PARAMS["plan_pilot_size"], rng=PARAMS["seed"],
               sizes=PARAMS["plan_pilot_sizes"], n_sim=PARAMS["plan_sim"])
     plans = {"robust": plan_evaluation(N, M, "recall", 10, **kw),
              "single": plan_evaluation(N, M, "recall", 10, pilot_fits="mle", **kw)}
+    assert plans["robust"].unresolved == "" and all(d.identified for d in plans["robust"].designs)
     table = results["guide_pilot_table"]
     rec = {name: {d.label for d in p.designs if d.half_width <= margin and d.design != "full ranking"}
            for name, p in plans.items()}
+    below = plan_evaluation(N, M, "recall", 10, **dict(kw, pilot=low, sample_size=PARAMS["sample_size"]))
+    assert below.chosen.design == "full ranking" and "n >= 121 (1 + 2 N/K)" in below.unresolved
+    assert results["guide_pilot_low_robust_n"] == 0 and "the pilot identifies no sampled design" in \
+        results["guide_pilot_low_text"]
+    single_low = plan_evaluation(N, M, "recall", 10, pilot_fits="mle", **dict(kw, pilot=low,
+                                                                              sample_size=PARAMS["sample_size"]))
+    assert results["guide_pilot_low_single_n"] == sum(d.half_width <= margin and d.design != "full ranking"
+                                                      for d in single_low.designs)
     assert sorted(row["design"] for row in table) == sorted(rec["robust"] | rec["single"])
     for name, col in (("robust", "robust (worst case)"), ("single", "single MLE fit")):
         by = {d.label: d for d in plans[name].designs}

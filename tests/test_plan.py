@@ -15,7 +15,8 @@ from itemsampling.estimators import estimate_metric
 from itemsampling.estimators.auto import SMOOTH_FITS, AutoSelection, draw_validation_ranks, plausible_fits
 from itemsampling.metrics import metric_function
 from itemsampling.plan import (
-    _user_half_width, _users_for_margin, beta_rank_distribution, format_plan, normal_error_quantile, plan_evaluation,
+    _user_half_width, _users_for_margin, beta_rank_distribution, format_plan, normal_error_quantile, pilot_resolves,
+    plan_evaluation, resolving_pilot_size,
 )
 from itemsampling.sampling import sample_ranks
 
@@ -268,3 +269,59 @@ def test_every_smooth_fit_rejected_falls_back_and_two_pilots_give_every_pair_of_
     for d in plan.designs:
         assert set(d.half_widths) == pairs and d.half_width == max(d.half_widths.values())
     assert "(fallback: every smooth fit rejected)" in format_plan(plan)
+
+
+def test_resolving_pilot_size_is_the_smallest_n0_with_k_at_least_resolved_kernel_widths():
+    # RESOLVED = 2: N = 2,000, K = 10 needs n0 - 1 >= 400; N = 1,000, K = 10 needs 200; K = 7 needs 286 (285.7)
+    assert resolving_pilot_size(2000, 10) == 401 and resolving_pilot_size(1000, 10) == 201
+    assert resolving_pilot_size(1000, 7) == 287
+    for N_, k in ((2000, 10), (1000, 7), (3706, 20)):
+        n0 = resolving_pilot_size(N_, k)
+        assert pilot_resolves(N_, n0, k) and not pilot_resolves(N_, n0 - 1, k)
+    assert pilot_resolves(1000, 2, None)  # the whole list
+
+
+def test_a_pilot_below_the_resolution_recommends_full_ranking_only(tmp_path, capsys):
+    """N = 1,000, a pilot at n = 50 resolves K >= 2 N/49 = 40.8, not K = 10: every sampled design is listed
+    with its half-width but not identified, only full ranking is chosen (margin) or nothing (a budget below
+    it), the note names the pilot size that resolves K (201); the single-fit plan (the plan before) and a
+    prior are unaffected; with compare one unresolved pilot is enough."""
+    Ni, Mi = 1000, 600
+    _, r = _pilot("0.6", Ni, 300, 50, 2)
+    kw = dict(pilot=r, sample_size=50, rng=5, sizes=(20,), estimators=("bv",), adaptive=(20, 20), n_sim=5)
+    plan = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, **kw)
+    assert plan.chosen.design == "full ranking"
+    assert [d.identified for d in plan.designs] == [d.design == "full ranking" for d in plan.designs]
+    assert any(d.half_width <= 0.2 for d in plan.designs if d.design != "full ranking")  # would have been chosen
+    assert "n >= 201 (1 + 2 N/K)" in plan.unresolved and "= 40.8, and K = 10" in plan.unresolved
+    assert plan.to_dict()["designs"][1]["identified"] is False and plan.to_dict()["unresolved"] == plan.unresolved
+    text = format_plan(plan)
+    assert text.count("Not identified: ") == 1 and "(not identified)" in text
+    assert "Chosen: full ranking, all 600 users (the only design the pilot identifies)." in text
+    single = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, pilot_fits="mle", **kw)
+    assert single.unresolved == "" and single.chosen.design != "full ranking"
+    below = plan_evaluation(Ni, Mi, "recall", 10, budget=Mi * Ni / 2, **kw)
+    assert below.chosen is None and "No design the pilot identifies fits within" in format_plan(below)
+    prior = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, rng=5, prior=(0.6, 3.0), sizes=(20,),
+                            estimators=("bv",), adaptive=(20, 20), n_sim=5)
+    assert prior.unresolved == "" and all(d.identified for d in prior.designs)
+    both = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, compare=(1.0, 3.0), **kw)
+    assert both.chosen.design == "full ranking" and both.unresolved == plan.unresolved
+    path = tmp_path / "pilot.csv"
+    path.write_text("rank\n" + "\n".join(map(str, r)) + "\n")
+    assert main(["plan", "--n-items", str(Ni), "--n-users", str(Mi), "--pilot", str(path), "--sample-size", "50",
+                 "--margin", "0.2", "--sizes", "20", "--estimators", "bv", "--n-sim", "5", "--seed", "5"]) == 0
+    assert capsys.readouterr().out.count("Not identified: ") == 1
+
+
+def test_a_pilot_that_resolves_the_cut_off_plans_as_before():
+    """N = 1,000, a pilot at n = 250 resolves K = 10 (2 N/249 = 8.0): every design identified and the
+    choice is the rule's without the mark, the cheapest design meeting the margin."""
+    Ni, Mi = 1000, 600
+    _, r = _pilot("0.6", Ni, 300, 250, 2)
+    plan = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, pilot=r, sample_size=250, rng=5, sizes=(20,),
+                           estimators=("bv",), adaptive=(20, 20), n_sim=5)
+    assert plan.unresolved == "" and all(d.identified for d in plan.designs)
+    meet = [d for d in plan.designs if d.half_width <= 0.2]
+    assert plan.chosen == min(meet, key=lambda d: (d.cost, d.half_width)) and plan.chosen.design != "full ranking"
+    assert "Not identified" not in format_plan(plan)

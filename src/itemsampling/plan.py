@@ -71,6 +71,24 @@ agree). So the plan takes the largest; the guide's Table G.5b measures what that
 truth is known. With ``pilot_fits="mle"`` the single MLE fit is used instead (the plan before; kept
 so that the two can be set side by side).
 
+**A pilot that does not resolve the cut-off recommends full ranking only.** A pilot of sampled ranks
+at size :math:`n_0` *resolves* the cut-off :math:`K` when :math:`K \ge c\,N/(n_0 - 1)`, :math:`c` =
+:data:`itemsampling.estimators.auto.RESOLVED` (the rule of ``method="auto"``'s interval; a metric over
+the whole list, ``k=None``, counts as resolved). Below it the metric is not identified by the pilot
+(Chapter 7; :mod:`itemsampling.estimators.bounds`: rank distributions that differ only in how they
+spread the mass inside the top kernel width give the same sampled-rank law up to sampling error, and
+metrics at :math:`K` far apart), so no fit of the pilot knows :math:`P(R)` at ranks :math:`\le K`,
+and every prediction that depends on it - an item-sampling design's bias, user sampling's per-user
+spread of :math:`F(R)` - is a guess that the worst case over the fits does not bound (the guide's
+Table G.5b shows the single-fit plan missing there). So, with ``pilot_fits="plausible"``, every design
+but full ranking is still simulated and listed with its half-width but marked not identified
+(:attr:`Design.identified` ``False``), none of them is chosen (under ``margin`` or ``budget``), and
+:attr:`EvaluationPlan.unresolved` says why: the pilot's resolution, :math:`K`, and the smallest pilot
+size that resolves it, :math:`n_0 \ge 1 + cN/K` (:func:`resolving_pilot_size`); rank everything, or
+take a larger pilot. With ``compare`` every pilot must resolve :math:`K`. A ``prior`` is a stated
+distribution, not an estimate, and is unaffected; so is ``pilot_fits="mle"``, the plan before, kept
+for the comparison.
+
 With ``compare`` and two pilots, each model's fits give their own populations and runs (the cost
 grows with the sum of the fits, not their product); the difference's error under a *pair* of fits
 is model A's run minus model B's run of the same index (independent draws), so the half-width is
@@ -98,7 +116,7 @@ from .metrics import canonical_metric, metric_function
 from .sampling import adaptive_sample_ranks, adaptive_sampling_cost, adaptive_sizes, sample_ranks
 
 __all__ = ["Design", "EvaluationPlan", "plan_evaluation", "beta_rank_distribution", "normal_error_quantile",
-           "DEFAULT_SIZES", "DEFAULT_ESTIMATORS", "PILOT_FITS"]
+           "pilot_resolves", "resolving_pilot_size", "DEFAULT_SIZES", "DEFAULT_ESTIMATORS", "PILOT_FITS"]
 
 #: Sampled-set sizes tried by default (those below N).
 DEFAULT_SIZES = (50, 100, 200, 500)
@@ -128,6 +146,8 @@ class Design:
     fit of :math:`P(R)` (with ``compare`` the pair of fits, ``"A:f, B:g"``) under which the half-width
     is the largest, and ``half_widths`` the half-width under each fit (``half_width`` is their maximum;
     module docstring). With a prior or ``pilot_fits="mle"`` there is one fit (``"prior"``, ``"mle"``).
+    ``identified`` is ``False`` for a design other than full ranking planned from a pilot that does not
+    resolve the cut-off (module docstring): listed, never chosen.
     """
 
     design: str
@@ -140,6 +160,7 @@ class Design:
     bias: float = 0.0
     fit: str | None = None
     half_widths: dict = field(default_factory=dict, hash=False)
+    identified: bool = True
 
     @property
     def label(self) -> str:
@@ -166,7 +187,8 @@ class EvaluationPlan:
     ``weight``; empty for a prior or ``pilot_fits="mle"``); ``fallback``: model -> why the
     nonparametric fits were used ("" when a smooth fit was kept); ``truths`` and ``user_sds``: fit (or
     pair) -> the simulated users' metric and its per-user standard deviation (``truth`` and
-    ``user_sd`` are those of the first fit, the ML one)."""
+    ``user_sd`` are those of the first fit, the ML one); ``unresolved``: why the sampled designs are not
+    identified (a pilot that does not resolve the cut-off; module docstring), "" when they are."""
 
     n_items: int
     n_users: int
@@ -186,6 +208,7 @@ class EvaluationPlan:
     fallback: dict = field(default_factory=dict)
     truths: dict = field(default_factory=dict)
     user_sds: dict = field(default_factory=dict)
+    unresolved: str = ""
 
     def to_dict(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("designs", "chosen")}
@@ -213,6 +236,29 @@ def normal_error_quantile(bias: float, variance: float, confidence: float) -> fl
         return b
     f = lambda h: stats.norm.cdf((h - b) / s) - stats.norm.cdf((-h - b) / s) - confidence  # noqa: E731
     return float(optimize.brentq(f, 0.0, b + 10.0 * s))
+
+
+def pilot_resolves(n_items: int, sample_size: int, k: int | None) -> bool:
+    r"""Whether a pilot of sampled ranks at size :math:`n_0` resolves the cut-off :math:`K`:
+    :math:`K \ge c\,N/(n_0 - 1)`, :math:`c` = :data:`itemsampling.estimators.auto.RESOLVED` (module
+    docstring; ``k=None``, the whole list, counts as resolved)."""
+    from .estimators.auto import RESOLVED
+
+    return k is None or k >= RESOLVED * n_items / (sample_size - 1)
+
+
+def resolving_pilot_size(n_items: int, k: int) -> int:
+    r"""The smallest pilot size :math:`n_0` that resolves the cut-off :math:`K` (:func:`pilot_resolves`):
+    :math:`n_0 = 1 + \lceil cN/K \rceil`, from :math:`n_0 - 1 \ge cN/K`; it may exceed :math:`N`
+    (then no sampled pilot resolves :math:`K`)."""
+    from .estimators.auto import RESOLVED
+
+    n0 = 1 + math.ceil(RESOLVED * n_items / k)
+    while n0 > 2 and pilot_resolves(n_items, n0 - 1, k):  # guard the rounding of the ceiling
+        n0 -= 1
+    while not pilot_resolves(n_items, n0, k):
+        n0 += 1
+    return n0
 
 
 def _user_half_width(sd, m, M, z):
@@ -471,19 +517,35 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         add_item_designs("adaptive item sampling", errs, nmax, "mle", float(np.mean(spent)), n0)
     if compare is not None:  # both models are scored: twice the item scorings
         designs = [replace(d, cost=2.0 * d.cost) for d in designs]
+    # a pilot that does not resolve the cut-off: the sampled designs are not identified (module docstring)
+    pilots = [x for x in (pilot, compare) if x is not None and not (isinstance(x, tuple) and len(x) == 2)]
+    unresolved = ""
+    if pilots and pilot_fits == "plausible" and not pilot_resolves(N, sample_size, k):
+        from .estimators.auto import RESOLVED
+
+        need = resolving_pilot_size(N, k)
+        larger = (f"a pilot at n >= {need:,} (1 + {RESOLVED:g} N/K)" if need <= N else
+                  f"no sampled pilot (it would need n >= {need:,} > N)")
+        unresolved = (f"the pilot at n = {sample_size} resolves cut-offs K >= {RESOLVED:g} N/(n - 1) = "
+                      f"{RESOLVED * N / (sample_size - 1):.1f}, and K = {k} is below it: no fit of the pilot knows "
+                      f"P(R) at ranks <= K, so every sampled design's half-width is a guess (not identified); "
+                      f"only full ranking is recommended. Rank everything, or plan from {larger}, which resolves "
+                      f"K = {k}.")
+        designs = [d if d.design == "full ranking" else replace(d, identified=False) for d in designs]
     plan = EvaluationPlan(N, M, metric, k, conf, margin, budget, source, compare is not None, truth, sd, designs,
                           fits=fits, fit_tests=fit_tests, fallback=fallback,
                           truths={names[sc]: v for sc, v in truth_s.items()},
-                          user_sds={names[sc]: v for sc, v in sd_s.items()})
+                          user_sds={names[sc]: v for sc, v in sd_s.items()}, unresolved=unresolved)
     cheapest = min(d.cost for d in designs)
+    usable = [d for d in designs if d.identified]
     if budget is not None:
         if budget < cheapest:
             raise ValueError(f"budget must be at least {cheapest:,.0f} item scorings, the cost of the cheapest "
                              f"design ({min(designs, key=lambda d: d.cost).label}); got {budget:,.0f}")
-        within = [d for d in designs if d.cost <= budget]
-        plan.chosen = min(within, key=lambda d: (d.half_width, d.cost))
+        within = [d for d in usable if d.cost <= budget]
+        plan.chosen = min(within, key=lambda d: (d.half_width, d.cost)) if within else None
     elif margin is not None:
-        meet = [d for d in designs if d.half_width <= margin]
+        meet = [d for d in usable if d.half_width <= margin]
         plan.chosen = min(meet, key=lambda d: (d.cost, d.half_width)) if meet else None
     return plan
 
@@ -512,15 +574,21 @@ def format_plan(plan: EvaluationPlan) -> str:
     lines.append(f"{'design':<{w}}  {'half-width':>10}  {'item scorings':>14}{extra}")
     lines.append(f"{'-' * w}  {'-' * 10}  {'-' * 14}" + (f"  {'-' * fw}" if several else ""))
     for d in rows:
-        mark = "  <- chosen" if plan.chosen is not None and d == plan.chosen else ""
+        mark = ("  <- chosen" if plan.chosen is not None and d == plan.chosen else
+                "" if d.identified else "  (not identified)")
         fit = f"  {(d.fit or '-'):<{fw}}" if several else ""
         lines.append(f"{d.label:<{w}}  {d.half_width:>10.4f}  {d.cost:>14,.0f}{fit}{mark}".rstrip())
     lines.append("")
-    if plan.chosen is None and plan.margin is not None:
+    if plan.unresolved:
+        lines.append(f"Not identified: {plan.unresolved}")
+    if plan.chosen is None and plan.budget is not None:
+        lines.append(f"No design the pilot identifies fits within {plan.budget:,.0f} item scorings.")
+    elif plan.chosen is None and plan.margin is not None:
         lines.append(f"No design meets the margin {plan.margin:g}: only full ranking of all users does "
                      "better than the table; widen the margin or rank everything.")
     elif plan.chosen is not None:
-        why = (f"the cheapest design meeting the margin {plan.margin:g}" if plan.margin is not None
+        why = ("the only design the pilot identifies" if plan.unresolved else
+               f"the cheapest design meeting the margin {plan.margin:g}" if plan.margin is not None
                else f"the most accurate design within {plan.budget:,.0f} item scorings")
         lines.append(f"Chosen: {plan.chosen.label} ({why}).")
     source = "the worst case over the fits above" if several else "the rank distribution above"
