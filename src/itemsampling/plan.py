@@ -242,6 +242,7 @@ def pilot_resolves(n_items: int, sample_size: int, k: int | None) -> bool:
     r"""Whether a pilot of sampled ranks at size :math:`n_0` resolves the cut-off :math:`K`:
     :math:`K \ge c\,N/(n_0 - 1)`, :math:`c` = :data:`itemsampling.estimators.auto.RESOLVED` (module
     docstring; ``k=None``, the whole list, counts as resolved)."""
+    # deferred: the estimators load scipy's solvers; the plan sub-command's parser (`--help`) does without
     from .estimators.auto import RESOLVED
 
     return k is None or k >= RESOLVED * n_items / (sample_size - 1)
@@ -251,6 +252,7 @@ def resolving_pilot_size(n_items: int, k: int) -> int:
     r"""The smallest pilot size :math:`n_0` that resolves the cut-off :math:`K` (:func:`pilot_resolves`):
     :math:`n_0 = 1 + \lceil cN/K \rceil`, from :math:`n_0 - 1 \ge cN/K`; it may exceed :math:`N`
     (then no sampled pilot resolves :math:`K`)."""
+    # deferred: the estimators load scipy's solvers; the plan sub-command's parser (`--help`) does without
     from .estimators.auto import RESOLVED
 
     n0 = 1 + math.ceil(RESOLVED * n_items / k)
@@ -521,6 +523,7 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
     pilots = [x for x in (pilot, compare) if x is not None and not (isinstance(x, tuple) and len(x) == 2)]
     unresolved = ""
     if pilots and pilot_fits == "plausible" and not pilot_resolves(N, sample_size, k):
+        # deferred: the estimators load scipy's solvers; the plan sub-command's parser (`--help`) does without
         from .estimators.auto import RESOLVED
 
         need = resolving_pilot_size(N, k)
