@@ -325,3 +325,17 @@ def test_a_pilot_that_resolves_the_cut_off_plans_as_before():
     meet = [d for d in plan.designs if d.half_width <= 0.2]
     assert plan.chosen == min(meet, key=lambda d: (d.cost, d.half_width)) and plan.chosen.design != "full ranking"
     assert "Not identified" not in format_plan(plan)
+
+
+def test_pilot_and_interval_share_one_resolution_rule():
+    """The plan's pilot rule and method auto's interval rule are one rule (itemsampling.kernel.resolves):
+    at N = 1,000, n = 101 two kernel widths are K = 20; K = 19 is below, K = 20 and AUC (k=None) resolved."""
+    from itemsampling import kernel
+    from itemsampling.estimators import auto
+    from itemsampling.plan import pilot_resolves, resolving_pilot_size
+
+    assert auto.RESOLVED is kernel.RESOLVED == 2.0
+    kinds = auto.interval_plan(1000, 101, [19, 20, None])
+    assert [kinds[k][0] for k in (19, 20, None)] == ["bounds", "bootstrap+margin", "bootstrap+margin"]
+    assert [pilot_resolves(1000, 101, k) for k in (19, 20, None)] == [False, True, True]
+    assert resolving_pilot_size(1000, 20) == 101  # 1 + 2 * 1000 / 20

@@ -28,7 +28,21 @@ from scipy.special import gammaln, logsumexp
 
 from ._validation import check_bool, check_int, check_memory, check_ranks, check_sizes
 
-__all__ = ["log_kernel", "kernel", "kernel_row", "kernel_cdf", "theta"]
+__all__ = ["log_kernel", "kernel", "kernel_row", "kernel_cdf", "theta", "RESOLVED", "resolves"]
+
+#: A cut-off :math:`K` counts as *resolved* by sampled ranks at size :math:`n` when
+#: :math:`K \ge` ``RESOLVED`` :math:`\times N/(n-1)`, two kernel widths (the kernel spreads global rank
+#: :math:`R` over sampled ranks about :math:`(R-1)(n-1)/(N-1)`, one sampled rank per :math:`N/(n-1)` global
+#: ranks; the multiple was set by the coverage study of :mod:`itemsampling.estimators.auto`, "The interval").
+#: The rule of ``method="auto"``'s interval and of a plan's pilot (:func:`itemsampling.plan.pilot_resolves`).
+RESOLVED = 2.0
+
+
+def resolves(n_items: int, sample_size, k, multiple: float = RESOLVED) -> bool:
+    r"""Whether sampled ranks at size :math:`n` (the largest, with per-user sizes) resolve the cut-off
+    :math:`K`: :math:`K \ge c\,N/(n-1)`, :math:`c` = ``multiple`` (default :data:`RESOLVED`); ``k=None``
+    (a metric over the whole list) counts as resolved. A rule of the design, not of the data."""
+    return k is None or int(k) >= multiple * n_items / (int(np.max(sample_size)) - 1)
 
 
 def theta(global_ranks, n_items: int) -> np.ndarray:

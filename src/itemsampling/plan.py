@@ -73,7 +73,7 @@ so that the two can be set side by side).
 
 **A pilot that does not resolve the cut-off recommends full ranking only.** A pilot of sampled ranks
 at size :math:`n_0` *resolves* the cut-off :math:`K` when :math:`K \ge c\,N/(n_0 - 1)`, :math:`c` =
-:data:`itemsampling.estimators.auto.RESOLVED` (the rule of ``method="auto"``'s interval; a metric over
+:data:`itemsampling.kernel.RESOLVED` (the rule of ``method="auto"``'s interval; a metric over
 the whole list, ``k=None``, counts as resolved). Below it the metric is not identified by the pilot
 (Chapter 7; :mod:`itemsampling.estimators.bounds`: rank distributions that differ only in how they
 spread the mass inside the top kernel width give the same sampled-rank law up to sampling error, and
@@ -112,6 +112,7 @@ from scipy import optimize, stats
 
 from ._validation import ResolutionWarning, as_rng, check_int, check_open_unit, check_ranks, check_real
 from .inputs import InputError, k_value, read_rank_file, seed_value
+from .kernel import RESOLVED, resolves
 from .metrics import canonical_metric, metric_function
 from .sampling import adaptive_sample_ranks, adaptive_sampling_cost, adaptive_sizes, sample_ranks
 
@@ -240,21 +241,15 @@ def normal_error_quantile(bias: float, variance: float, confidence: float) -> fl
 
 def pilot_resolves(n_items: int, sample_size: int, k: int | None) -> bool:
     r"""Whether a pilot of sampled ranks at size :math:`n_0` resolves the cut-off :math:`K`:
-    :math:`K \ge c\,N/(n_0 - 1)`, :math:`c` = :data:`itemsampling.estimators.auto.RESOLVED` (module
+    :math:`K \ge c\,N/(n_0 - 1)`, :math:`c` = :data:`itemsampling.kernel.RESOLVED` (module
     docstring; ``k=None``, the whole list, counts as resolved)."""
-    # deferred: the estimators load scipy's solvers; the plan sub-command's parser (`--help`) does without
-    from .estimators.auto import RESOLVED
-
-    return k is None or k >= RESOLVED * n_items / (sample_size - 1)
+    return resolves(n_items, sample_size, k)
 
 
 def resolving_pilot_size(n_items: int, k: int) -> int:
     r"""The smallest pilot size :math:`n_0` that resolves the cut-off :math:`K` (:func:`pilot_resolves`):
     :math:`n_0 = 1 + \lceil cN/K \rceil`, from :math:`n_0 - 1 \ge cN/K`; it may exceed :math:`N`
     (then no sampled pilot resolves :math:`K`)."""
-    # deferred: the estimators load scipy's solvers; the plan sub-command's parser (`--help`) does without
-    from .estimators.auto import RESOLVED
-
     n0 = 1 + math.ceil(RESOLVED * n_items / k)
     while n0 > 2 and pilot_resolves(n_items, n0 - 1, k):  # guard the rounding of the ceiling
         n0 -= 1
@@ -523,9 +518,6 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
     pilots = [x for x in (pilot, compare) if x is not None and not (isinstance(x, tuple) and len(x) == 2)]
     unresolved = ""
     if pilots and pilot_fits == "plausible" and not pilot_resolves(N, sample_size, k):
-        # deferred: the estimators load scipy's solvers; the plan sub-command's parser (`--help`) does without
-        from .estimators.auto import RESOLVED
-
         need = resolving_pilot_size(N, k)
         larger = (f"a pilot at n >= {need:,} (1 + {RESOLVED:g} N/K)" if need <= N else
                   f"no sampled pilot (it would need n >= {need:,} > N)")

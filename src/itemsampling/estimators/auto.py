@@ -180,6 +180,7 @@ import numpy as np
 
 from .._validation import as_rng, check_bool, check_int
 from ..mapping import sample_beta_ranks
+from ..kernel import RESOLVED, resolves
 from ..metrics import canonical_metric, metric_function
 from . import bootstrap as _boot
 from .bootstrap import AutoEstimate, ModelComparison, ModelsBootstrap, _per_model, _Replicator
@@ -228,8 +229,6 @@ AUTO_ONLY = ("widen", "n_sim", "candidates", "interval")
 #: the intervals of ``method="auto"`` with ``ci``: ``"kept"`` (the default; module docstring, "The interval")
 #: and ``"bootstrap"`` (the chosen estimator's own interval, widened by the bias margin only with ``widen``)
 INTERVALS = ("kept", "bootstrap")
-#: a cut-off K counts as resolved when K >= RESOLVED x N/(n-1) (module docstring, "The interval")
-RESOLVED = 2.0
 
 
 def check_interval(interval) -> str:
@@ -254,7 +253,7 @@ def interval_plan(N, n, ks, pools=None, grid_in_use=False, interval="kept", wide
         return {k: (kind, "interval='bootstrap'" + (" with widen" if widen else "")) for k in ks}
     w = N / (int(np.max(n)) - 1)
     for k in ks:
-        if k is None or int(k) >= resolved * w:
+        if resolves(N, n, k, resolved):
             out[k] = ("bootstrap+margin", f"K resolved: K >= {resolved:g} x N/(n-1) = {resolved * w:.3g}"
                       if k is not None else "untruncated metric: resolved")
         elif pools is not None or not isinstance(n, int) or grid_in_use:
