@@ -339,3 +339,16 @@ def test_pilot_and_interval_share_one_resolution_rule():
     assert [kinds[k][0] for k in (19, 20, None)] == ["bounds", "bootstrap+margin", "bootstrap+margin"]
     assert [pilot_resolves(1000, 101, k) for k in (19, 20, None)] == [False, True, True]
     assert resolving_pilot_size(1000, 20) == 101  # 1 + 2 * 1000 / 20
+
+
+def test_the_resolution_rule_refuses_bad_sizes_naming_them():
+    from itemsampling.kernel import resolves
+
+    with pytest.raises(ValueError, match="sample_size"):
+        resolves(100, 1, 10)
+    with pytest.raises(ValueError, match="n_items"):
+        resolves(1, 10, 1)
+    with pytest.raises(ValueError, match="k"):
+        resolves(100, 10, 0)
+    # per-user sizes: the largest, 12, resolves K >= 2 * 100 / 11 = 18.2
+    assert resolves(100, np.array([5, 12]), 18) is False and resolves(100, np.array([5, 12]), 19) is True

@@ -42,7 +42,9 @@ def resolves(n_items: int, sample_size, k, multiple: float = RESOLVED) -> bool:
     r"""Whether sampled ranks at size :math:`n` (the largest, with per-user sizes) resolve the cut-off
     :math:`K`: :math:`K \ge c\,N/(n-1)`, :math:`c` = ``multiple`` (default :data:`RESOLVED`); ``k=None``
     (a metric over the whole list) counts as resolved. A rule of the design, not of the data."""
-    return k is None or int(k) >= multiple * n_items / (int(np.max(sample_size)) - 1)
+    N = check_int(n_items, "n_items", low=2)
+    n = check_int(int(np.max(sample_size)), "sample_size", low=2)
+    return k is None or check_int(k, "k", low=1) >= multiple * N / (n - 1)
 
 
 def theta(global_ranks, n_items: int) -> np.ndarray:
