@@ -85,11 +85,13 @@ def test_bounds_contain_truth_and_shrink():
 def test_bounds_refuse_bad_input():
     r = np.array([1, 2, 3])
     with pytest.raises(ValueError, match="n_items"):
-        identification_bounds(r, [100, 90, 80], 10, "recall", 5)
-    with pytest.raises(ValueError, match="sample_size"):
-        identification_bounds(r, 100, [10, 10, 9], "recall", 5)
+        identification_bounds(r, [100, 90], 10, "recall", 5)
+    with pytest.raises(ValueError, match="replacement"):
+        identification_bounds(r, [100, 90, 80], 10, "recall", 5, replacement=False)
+    with pytest.raises(ValueError, match="sample_size.*user 0 ranks first"):
+        identification_bounds(r, 100, [10, 10, 20], "recall", 5)
     with pytest.raises(ValueError, match="grid"):
-        identification_bounds(r, 100, 10, "recall", 5, grid=True)
+        identification_bounds(r, 100, 10, "recall", 5, grid="yes")
     with pytest.raises(ValueError, match="ci"):
         identification_bounds(r, 100, 10, "recall", 5, ci=1.5)
     with pytest.raises(ValueError, match="cuts"):

@@ -19,7 +19,7 @@ Construction (:func:`identification_bounds`)
    :math:`1 - (1 - \text{ci})/J` covers each :math:`Q_j`, so by Bonferroni all :math:`J` together with
    probability at least ``ci``.
 2. *Two linear programs.* With :math:`A_{R,j} = \Pr(r \le r_j \mid R)` (the cumulative kernel rows,
-   :func:`~.grid.cached_kernel`), the bounds are
+   :func:`~.grid.cached_kernel`, or the distribution function directly), the bounds are
 
    .. math:: \min / \max_P \; \sum_R P(R) F(R) \quad\text{s.t.}\quad \ell_j \le (P A)_j \le h_j,
              \; P \ge 0, \; \textstyle\sum_R P(R) = 1,
@@ -63,10 +63,48 @@ move mass across :math:`K` inside that spread without changing the sampled-rank 
 error. Hence :mod:`.auto` reports the bounds only below a few kernel widths (its module docstring,
 "The interval"; guide, Table G.4c).
 
-Limits. One catalogue size and one sample size for every user (per-user sizes ``n_items`` or
-``sample_size`` are refused, naming the argument), and the dense kernel (:math:`N \times n` floats;
-``grid`` is refused: the cells of a catalogue-scale grid would restrict :math:`P` to be uniform inside
-each cell, which is an assumption the bounds exist to avoid).
+The inputs readers have
+-----------------------
+* **Per-user catalogue sizes** (pools, ``n_items`` an array :math:`N_u`): the model of
+  :mod:`.distribution` ("Per-user catalogue sizes"): the users' rank fractions :math:`t = (R-1)/(N-1)`
+  share one distribution on the grid of the largest pool :math:`N`, and the user's metric is :math:`F`
+  at the rank in the user's own pool, :math:`R_u(R)` (:func:`~.grid.pool_rank_map`). With replacement
+  the kernel depends on :math:`t` alone, so the sampled-rank law is the one-:math:`N` law on that grid,
+  the band is built exactly as above, and the metric is the linear :math:`\sum_R P(R)\bar F(R)`,
+  :math:`\bar F(R) = \frac1M \sum_u F_{N_u}(R_u(R))`. Both coverage arguments go through unchanged (the
+  users are still independent draws, each with the same law of :math:`r_u`). Pools need
+  ``replacement=True``, as every pool estimator (without replacement the kernel involves :math:`N_u`).
+* **Per-user sample sizes** (adaptive sampling, TORS Algorithm 1; :func:`itemsampling.sampling.
+  adaptive_sample_ranks`): the sizes seen are stages of one ladder of nested sets
+  :math:`n_0 < n_1 < \dots < n_S` (TORS's doubling from the smallest size seen where the sizes fit it, so
+  that a stage no user stopped at still counts; otherwise the sizes seen); a user at stage :math:`s` was ranked first at every earlier stage (so a rank 1
+  below the largest size is refused: such data did not come from the algorithm). Reaching stage
+  :math:`s` means the first :math:`n_{s-1} - 1` decoys all rank below the target. The band is on the
+  events :math:`G_{s,c} = \{\text{the user reaches stage } s \text{ and ranks at most } c \text{ there}\}`
+  (a user who went further ranked 1 at :math:`s`), counted from the data as the users past stage
+  :math:`s` plus those stopped at :math:`s` with :math:`r_u \le c`, at the cut points :func:`cut_points`
+  of each stage's size; given :math:`R`, with :math:`\theta = (R-1)/(N-1)`, :math:`m = n_{s-1}`,
+
+  .. math:: \Pr(G_{s,c}\mid R) = (1-\theta)^{m-1}\,\Pr(\mathrm{Bin}(n_s - m, \theta) \le c - 1)
+
+  with replacement (the extra :math:`n_s - m` decoys), and the hypergeometric analogue without (the
+  first :math:`m - 1` decoys from the :math:`N - R` items below the target, the extra ones from the
+  items not drawn yet). Each user's outcome is an independent draw of the same process, so the counts
+  are binomial and the band and both coverage arguments hold as for one size.
+* **The rank grid** (:math:`N` to :math:`10^7`): the LP's columns are cells of ranks instead of single
+  ranks (one-rank cells up to :data:`DENSE_TOP`, then cells of relative width :data:`CELL_WIDTH`, with
+  every cut-off :math:`K` and :math:`K+1` a cell's first rank). The bounds stay *outer* bounds with no
+  assumption on :math:`P` inside a cell: every :math:`\Pr(G_j\mid R)` and every :math:`F(R)` is
+  non-increasing in :math:`R` (more decoys outrank a worse target; every metric falls with the rank), so
+  a cell's mass :math:`P_c` contributes to :math:`(PA)_j` between :math:`P_c A_j(\text{last})` and
+  :math:`P_c A_j(\text{first})`, and to the metric between :math:`P_c F(\text{last})` and
+  :math:`P_c F(\text{first})`. The LP over cells with :math:`\sum_c P_c A_j(\text{first}) \ge \ell_j`,
+  :math:`\sum_c P_c A_j(\text{last}) \le h_j` admits the cell masses of every feasible :math:`P`, and
+  minimising :math:`\sum_c P_c F(\text{last})` (maximising :math:`\sum_c P_c F(\text{first})`) gives a
+  lower (upper) bound no tighter than the exact one: the coverage only grows. The dense kernel is never
+  built: :math:`\Pr(G_j\mid R)` comes from the binomial (hypergeometric) distribution function at the
+  cut points, :math:`O(\text{columns}\times J)` memory. ``grid=None`` uses one-rank columns up to
+  :data:`DENSE_MAX` items and cells above; ``True`` always cells, ``False`` never.
 """
 
 from __future__ import annotations
@@ -78,7 +116,7 @@ from scipy import optimize, stats
 
 from .._validation import check_bool, check_int, check_memory
 from ..metrics import canonical_metric, metric_function
-from .grid import cached_kernel, check_sampled_ranks
+from .grid import check_sampled_ranks
 
 __all__ = ["BoundsResult", "identification_bounds", "cut_points", "clopper_pearson", "lp_bounds"]
 
@@ -132,18 +170,29 @@ def cut_points(n_items: int, sample_size: int, ks=()) -> np.ndarray:
     return np.array(sorted(cuts), dtype=np.int64)
 
 
-def _lp_min(c, A, lo, hi, start) -> float:
+#: ``grid=None``: one-rank LP columns up to this many items, cells of ranks above (module docstring).
+DENSE_MAX = 200_000
+#: The cells' layout: one-rank cells for ranks up to ``DENSE_TOP``, then cells of relative width
+#: ``CELL_WIDTH`` (about :math:`\ln(N/\text{DENSE\_TOP})/\text{CELL\_WIDTH}` cells: 78,000 at :math:`N = 10^7`).
+DENSE_TOP = 4096
+CELL_WIDTH = 1e-4
+
+
+def _lp_min(c, A, lo, hi, start, A_last=None, c_cols=None) -> float:
     r""":math:`\min_P c\cdot P` over :math:`P \ge 0`, :math:`\sum P = 1`, :math:`\ell \le P A \le h` by
     column generation: the LP on the columns (ranks) in ``start``, then every rank whose reduced cost
     under the restricted LP's duals is negative joins, until none is (then the restricted optimum is the
-    full one: LP duality); the full LP if that takes more than 30 rounds. Exact either way."""
+    full one: LP duality); the full LP if that takes more than 30 rounds. Exact either way. With
+    ``A_last`` (cells of ranks, module docstring): :math:`P A \ge \ell` on ``A`` (each cell's first rank)
+    and :math:`P A_{last} \le h` on ``A_last`` (its last)."""
     N = c.size
+    A_hi = A if A_last is None else A_last
+    J = lo.size
     cols = np.zeros(N, dtype=bool)
     cols[start] = True
     for _ in range(30):
         idx = np.flatnonzero(cols)
-        At = A[idx].T
-        res = optimize.linprog(c[idx], A_ub=np.vstack([At, -At]), b_ub=np.concatenate([hi, -lo]),
+        res = optimize.linprog(c[idx], A_ub=np.vstack([A_hi[idx].T, -A[idx].T]), b_ub=np.concatenate([hi, -lo]),
                                A_eq=np.ones((1, idx.size)), b_eq=[1.0], bounds=(0, None), method="highs",
                                options={"presolve": False})  # small LPs: presolve costs more than it saves
         if res.status == 2:  # infeasible on these columns: widen to all of them
@@ -151,16 +200,20 @@ def _lp_min(c, A, lo, hi, start) -> float:
         if res.status != 0:
             raise ValueError(f"the identification bounds' linear program failed: {res.message}")
         y = res.ineqlin.marginals  # <= 0 for the <= rows
-        red = c - A @ (y[:lo.size] - y[lo.size:]) - res.eqlin.marginals[0]
+        red = c - A_hi @ y[:J] + A @ y[J:] - res.eqlin.marginals[0]
         new = (red < -1e-10 * max(1.0, float(np.abs(c).max()))) & ~cols
         if not new.any():
             return float(res.fun)
         cols |= new
-    res = optimize.linprog(c, A_ub=np.vstack([A.T, -A.T]), b_ub=np.concatenate([hi, -lo]), A_eq=np.ones((1, N)),
+    res = optimize.linprog(c, A_ub=np.vstack([A_hi.T, -A.T]), b_ub=np.concatenate([hi, -lo]), A_eq=np.ones((1, N)),
                            b_eq=[1.0], bounds=(0, None), method="highs")
     if res.status != 0:
         raise ValueError(f"the identification bounds' linear program failed: {res.message}")
     return float(res.fun)
+
+
+def _start(N: int) -> np.ndarray:
+    return np.unique(np.concatenate([np.arange(min(N, 64)), np.linspace(0, N - 1, 200).astype(np.int64)]))
 
 
 def lp_bounds(F, A, lo, hi) -> tuple:
@@ -171,11 +224,87 @@ def lp_bounds(F, A, lo, hi) -> tuple:
     F = np.asarray(F, np.float64)
     A = np.asarray(A, np.float64)
     lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
-    N = F.size
-    start = np.unique(np.concatenate([np.arange(min(N, 64)), np.linspace(0, N - 1, 200).astype(np.int64)]))
+    start = _start(F.size)
     low = _lp_min(F, A, lo, hi, start)
     high = -_lp_min(-F, A, lo, hi, start)
     return float(min(low, high)), float(max(low, high))
+
+
+def cell_lp_bounds(F_first, F_last, A_first, A_last, lo, hi) -> tuple:
+    r"""The outer bounds over cells of ranks (module docstring, "The rank grid"): ``(min, max)`` with the
+    lower bound :math:`\min \sum_c P_c F_c(\text{last})` and the upper :math:`\max \sum_c P_c
+    F_c(\text{first})`, both over :math:`P \ge 0`, :math:`\sum P = 1`, :math:`P A_{first} \ge \ell`,
+    :math:`P A_{last} \le h`. One-rank cells (``first == last``) give :func:`lp_bounds` exactly."""
+    Ff, Fl = np.asarray(F_first, np.float64), np.asarray(F_last, np.float64)
+    Af, Al = np.asarray(A_first, np.float64), np.asarray(A_last, np.float64)
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    start = _start(Ff.size)
+    low = _lp_min(Fl, Af, lo, hi, start, A_last=Al)
+    high = -_lp_min(-Ff, Af, lo, hi, start, A_last=Al)
+    return float(low), float(max(low, high))
+
+
+def _cells(N: int, ks, dense: bool) -> tuple:
+    """The LP's columns: ``(first, last)`` rank of each cell (module docstring, "The rank grid")."""
+    if dense:
+        R = np.arange(1, N + 1, dtype=np.int64)
+        return R, R
+    top = min(N, DENSE_TOP)
+    firsts = [np.arange(1, top + 1, dtype=np.int64)]
+    if N > top:
+        steps = int(np.ceil(np.log(N / top) / np.log1p(CELL_WIDTH)))
+        firsts.append(np.unique(np.round(top * np.exp(np.arange(1, steps + 1) * np.log1p(CELL_WIDTH))).astype(np.int64)))
+    extra = [int(x) for kk in ks if kk is not None for x in (kk, kk + 1)]
+    first = np.unique(np.concatenate(firsts + [np.array(extra, dtype=np.int64)]))
+    first = first[(first >= 1) & (first <= N)]
+    last = np.append(first[1:] - 1, N)
+    return first, last
+
+
+def _stage_probabilities(R, N: int, prev: int, size: int, cuts, replacement: bool) -> np.ndarray:
+    r""":math:`\Pr(G_{s,c}\mid R)` (module docstring, "Per-user sample sizes") for the ranks ``R``, a stage
+    of ``size`` items reached after one of ``prev`` items (``prev`` = 1: the first stage), at the cut
+    points ``cuts`` (ranks at most ``c``): an array ``(len(R), len(cuts))``."""
+    R = np.asarray(R, np.float64)[:, None]
+    c = np.asarray(cuts, np.float64)[None, :]
+    extra = size - prev
+    if replacement:
+        theta = (R - 1.0) / (N - 1.0)
+        reach = np.power(1.0 - theta, prev - 1) if prev > 1 else 1.0
+        return reach * stats.binom.cdf(c - 1, extra, theta)
+    # without replacement: the first prev - 1 decoys from the N - R items below the target, the extra ones
+    # from the N - prev items not drawn yet, R - 1 of which outrank it
+    reach = stats.hypergeom.pmf(0, N - 1, R - 1, prev - 1) if prev > 1 else np.ones_like(R)
+    # a stage is unreachable when fewer than prev - 1 items rank below the target (reach 0; the
+    # distribution function there is undefined and is not needed)
+    ok = np.broadcast_to(reach > 0, R.shape)
+    cdf = stats.hypergeom.cdf(c - 1, N - prev, np.where(ok, R - 1, 0), extra)
+    return np.where(ok, reach * cdf, 0.0)
+
+
+def _pool_metric(metric, k, N: int, R, pools, weights) -> np.ndarray:
+    r""":math:`\bar F(R) = \sum_g w_g F_{N_g}(R_g(R))` at the ranks ``R`` of the largest pool's grid
+    (:func:`~.grid.pool_rank_map`'s map, on any ranks). A metric with a cut-off that does not involve the
+    catalogue size is zero wherever even the smallest pool maps past :math:`K`: only the rows before are
+    evaluated (a handful), so thousands of distinct pools cost no more than one."""
+    R = np.asarray(R, np.int64)
+    pools = np.asarray(pools, np.int64)
+    w = np.asarray(weights, np.float64)
+
+    def rank_in(pool, rows):
+        return 1 + (2 * (rows - 1) * (pool - 1) + (N - 1)) // (2 * (N - 1))
+
+    out = np.zeros(R.size)
+    own_n = metric == "auc" or (metric == "precision" and k is None)
+    if not own_n and k is not None:
+        rows = np.flatnonzero(rank_in(int(pools.min()), R) <= k)
+        if rows.size:
+            F = metric_function(metric, k, N)(rank_in(pools[None, :], R[rows][:, None]))
+            out[rows] = F @ w
+        return out
+    for Ng, wg in zip(pools, w):
+        out += wg * metric_function(metric, k, int(Ng))(rank_in(int(Ng), R))
+    return out
 
 
 def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: float = 0.95, replacement=True,
@@ -187,28 +316,55 @@ def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: f
 
     Parameters
     ----------
-    sampled_ranks : one rank in 1..n per user.
-    n_items, sample_size : N and n (one of each; per-user sizes are refused).
+    sampled_ranks : one rank in 1..n (1..n_u) per user.
+    n_items : N, or one catalogue size (pool) :math:`N_u` per user (module docstring, "The inputs readers
+        have"; with ``replacement=True``).
+    sample_size : n, or one size :math:`n_u` per user from adaptive sampling (TORS Algorithm 1: the sizes
+        are the stages of one ladder of nested sets, a rank 1 only at the largest size).
     metrics : a metric name or a list; ``k`` a cut-off or a list (``None`` for AUC).
     ci : the simultaneous level, in (0, 1).
     replacement : the kernel (decoys with or without replacement).
-    cuts : optional sampled ranks in 1..n-1 to use as cut points instead of :func:`cut_points`.
-    grid : must be ``None`` or ``False`` (the bounds need the dense kernel; module docstring).
+    cuts : optional sampled ranks in 1..n-1 to use as cut points instead of :func:`cut_points` (one sample
+        size only).
+    grid : ``None`` (one-rank LP columns up to :data:`DENSE_MAX` items, cells of ranks above), ``True``
+        (cells), ``False`` (one-rank columns); a :class:`~.grid.RankGrid` counts as ``True`` (the bounds
+        use their own cells, whose outer bounds need no assumption inside a cell).
     """
-    if np.ndim(n_items) > 0:
-        raise ValueError("n_items must be one catalogue size for the identification bounds (per-user catalogue "
-                         "sizes are not supported); use an interval of method 'auto' with interval='bootstrap'")
-    if np.ndim(sample_size) > 0:
-        raise ValueError("sample_size must be one size for the identification bounds (per-user sample sizes are "
-                         "not supported); use an interval of method 'auto' with interval='bootstrap'")
-    if grid is not None and grid is not False:
-        raise ValueError("grid must be None or False for the identification bounds: they need the dense N x n "
-                         "kernel (a grid's cells would restrict P(R) inside each cell)")
-    N = check_int(n_items, "n_items", low=2)
-    r, n = check_sampled_ranks(sampled_ranks, N, sample_size)
+    from .grid import RankGrid  # the class only (grid imports nothing from here)
+
     replacement = check_bool(replacement, "replacement")
     if isinstance(ci, bool) or not isinstance(ci, (int, float, np.floating)) or not 0.0 < float(ci) < 1.0:
         raise ValueError(f"ci must be a confidence level strictly between 0 and 1 (e.g. 0.95), got {ci!r}")
+    if np.ndim(n_items) > 0:
+        pools = np.asarray(n_items)
+        if pools.ndim != 1 or pools.size == 0:
+            raise ValueError(f"n_items must be an int or one catalogue size per user, got shape {pools.shape}")
+        from .._validation import check_ranks
+        pools = check_ranks(pools, "n_items")
+        if pools.min() < 2:
+            raise ValueError(f"n_items must hold catalogue sizes >= 2, got {int(pools.min())}")
+        if not replacement:
+            raise ValueError("replacement must be True with per-user catalogue sizes (n_items an array): without "
+                             "replacement the kernel involves each user's pool")
+        N = int(pools.max())
+    else:
+        pools = None
+        N = check_int(n_items, "n_items", low=2)
+    if pools is not None and pools.size != np.size(sampled_ranks):
+        raise ValueError(f"n_items must be an int or have one catalogue size per user ({np.size(sampled_ranks)}), "
+                         f"got length {pools.size}")
+    if pools is not None and np.ndim(sample_size) == 0:
+        n0 = check_int(sample_size, "sample_size", low=2)
+        if n0 > int(pools.min()):
+            raise ValueError(f"sample_size must not exceed any user's catalogue size (n_items); the smallest is "
+                             f"{int(pools.min())}, got {n0}")
+    r, n = check_sampled_ranks(sampled_ranks, N, sample_size)
+    if pools is not None and not isinstance(n, int) and np.any(n > pools):
+        u = int(np.flatnonzero(n > pools)[0])
+        raise ValueError(f"sample_size must not exceed the user's catalogue size (n_items): user {u} has "
+                         f"sample_size {int(n[u])} and n_items {int(pools[u])}")
+    if grid is not None and not isinstance(grid, (bool, np.bool_, RankGrid)):
+        raise ValueError(f"grid must be None, True, False or a RankGrid, got {grid!r}")
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     metrics = [canonical_metric(m) for m in metrics]
     seq = np.ndim(k) > 0
@@ -218,27 +374,68 @@ def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: f
     for kk in ks:
         if kk is not None:
             check_int(kk, "k", low=1, high=N)
-    if cuts is None:
-        cuts = cut_points(N, n, ks)
-    else:
+    # the stages: one size, or the ladder of adaptive sampling
+    sizes = [n] if isinstance(n, int) else sorted(int(x) for x in np.unique(n))
+    nu = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else n
+    if len(sizes) > 1:
+        bad = (r == 1) & (nu < sizes[-1])
+        if bad.any():
+            u = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"sample_size: per-user sizes must come from adaptive sampling (TORS Algorithm 1: the set "
+                             f"grows while the target ranks first), but user {u} ranks first at sample_size "
+                             f"{int(nu[u])} < the largest size {sizes[-1]}")
+    if cuts is not None:
+        if len(sizes) > 1:
+            raise ValueError("cuts must be None with per-user sample sizes (each stage has its own cut points)")
         cuts = np.unique(np.asarray(cuts, dtype=np.int64))
         if cuts.size == 0 or cuts.min() < 1 or cuts.max() > n - 1:
             raise ValueError(f"cuts must be sampled ranks in 1..{n - 1} (n - 1), got {cuts!r}")
-    check_memory(8.0 * N * (n + 2 * cuts.size), f"the dense kernel and the band's rows ({N} x {n})", "n_items")
-    Kd = cached_kernel(N, n, replacement)
-    A = np.cumsum(Kd, axis=1)[:, cuts - 1]
+        stage_cuts = [cuts]
+    else:
+        stage_cuts = [cut_points(N, m, ks) for m in sizes]
+    J = int(sum(c.size for c in stage_cuts))
+    if grid is None:
+        dense = N <= DENSE_MAX
+    else:
+        dense = not isinstance(grid, RankGrid) and not bool(grid)
+    first, last = _cells(N, ks, dense)
+    check_memory(8.0 * first.size * 2 * (J + 2), f"the bounds' columns ({first.size} ranks or cells x {J} cut points)",
+                 "n_items")
+    # counts of the events G_{s,c}: users past stage s, plus those stopped at s with rank <= c
+    S, A_first, A_last = [], [], []
+    # the ladder the sets grew along: TORS's doubling from the smallest size where the sizes fit it (a stage
+    # no user stopped at still sets how many decoys the next one had), else the sizes seen
+    ladder = sizes
+    if len(sizes) > 1 and all(m % sizes[0] == 0 and ((m // sizes[0]) & (m // sizes[0] - 1)) == 0 for m in sizes):
+        ladder = [sizes[0] << j for j in range((sizes[-1] // sizes[0]).bit_length())]
+    before = {m: (ladder[ladder.index(m) - 1] if ladder.index(m) else 1) for m in sizes}
+    for m, cs in zip(sizes, stage_cuts):
+        prev = before[m]
+        past = int((nu > m).sum())
+        here = r[nu == m]
+        S.extend(past + int((here <= c).sum()) for c in cs)
+        A_first.append(_stage_probabilities(first, N, prev, m, cs, replacement))
+        A_last.append(A_first[-1] if dense else _stage_probabilities(last, N, prev, m, cs, replacement))
+    S = np.array(S, dtype=np.int64)
+    A_first, A_last = np.hstack(A_first), np.hstack(A_last)
     M = r.size
-    S = np.array([(r <= c).sum() for c in cuts], dtype=np.int64)
-    lo, hi = clopper_pearson(S, M, 1.0 - (1.0 - float(ci)) / cuts.size)
-    R = np.arange(1, N + 1)
+    lo, hi = clopper_pearson(S, M, 1.0 - (1.0 - float(ci)) / J)
+    if pools is not None:
+        distinct, counts = np.unique(pools, return_counts=True)
+        weights = counts / counts.sum()
     low, high = {}, {}
-    for m in metrics:
+    for met in metrics:
         ls, hs = [], []
         for kk in ks:
-            F = metric_function(m, kk, N)(R)
-            a, b = lp_bounds(F, A, lo, hi)
+            if pools is None:
+                Ff = metric_function(met, kk, N)(first)
+                Fl = Ff if dense else metric_function(met, kk, N)(last)
+            else:
+                Ff = _pool_metric(met, kk, N, first, distinct, weights)
+                Fl = Ff if dense else _pool_metric(met, kk, N, last, distinct, weights)
+            a, b = (lp_bounds(Ff, A_first, lo, hi) if dense else cell_lp_bounds(Ff, Fl, A_first, A_last, lo, hi))
             ls.append(a)
             hs.append(b)
-        low[m] = np.array(ls) if seq else ls[0]
-        high[m] = np.array(hs) if seq else hs[0]
-    return BoundsResult(low, high, cuts, lo, hi, S, float(ci))
+        low[met] = np.array(ls) if seq else ls[0]
+        high[met] = np.array(hs) if seq else hs[0]
+    return BoundsResult(low, high, np.concatenate(stage_cuts), lo, hi, S, float(ci))
