@@ -89,7 +89,7 @@ def test_bounds_refuse_bad_input():
     with pytest.raises(ValueError, match="replacement"):
         identification_bounds(r, [100, 90, 80], 10, "recall", 5, replacement=False)
     with pytest.raises(ValueError, match="sample_size.*user 0 ranks first"):
-        identification_bounds(r, 100, [10, 10, 20], "recall", 5)
+        identification_bounds(r, 100, [10, 10, 20], "recall", 5, sizes_design="adaptive")
     with pytest.raises(ValueError, match="grid"):
         identification_bounds(r, 100, 10, "recall", 5, grid="yes")
     with pytest.raises(ValueError, match="ci"):
@@ -125,9 +125,9 @@ def test_auto_kept_interval_kinds_and_determinism():
     assert (t.low[0], t.high[0]) == (e.low[0], e.high[0])
     again = estimate_metric(r, N, n, "ndcg", [10, 40], "auto", rng=2, **kw)
     assert np.array_equal(again.low, e.low) and np.array_equal(again.high, e.high)
-    # per-user catalogue sizes: no bounds, the bootstrap with its margin, and the reason says so
-    plan = interval_plan(N, n, [10], pools=np.full(M, N))
-    assert plan[10][0] == "bootstrap+margin" and "per-user catalogue sizes" in plan[10][1]
+    # per-user catalogue sizes and sample sizes take the bounds too (estimators.bounds)
+    assert interval_plan(N, n, [10], pools=np.full(M, N))[10][0] == "bounds"
+    assert interval_plan(N, np.array([40, 80]), [10])[10][0] == "bounds"
     assert RESOLVED == 2.0
 
 

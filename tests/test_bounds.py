@@ -136,7 +136,33 @@ def test_adaptive_against_brute_force_lp_and_refusals():
     b2 = identification_bounds(r2, N, n2, "recall", 1)
     assert b2.low["recall"] <= (R2 == 1).mean() <= b2.high["recall"]
     with pytest.raises(ValueError, match="user 1 ranks first at sample_size 3"):
-        identification_bounds(np.array([2, 1, 3]), N, np.array([3, 3, 6]), "recall", 4)
+        identification_bounds(np.array([2, 1, 3]), N, np.array([3, 3, 6]), "recall", 4, sizes_design="adaptive")
+    with pytest.raises(ValueError, match="sizes_design"):
+        identification_bounds(np.array([2, 1, 3]), N, np.array([3, 3, 6]), "recall", 4, sizes_design="yes")
+
+
+def test_fixed_per_user_sizes_against_brute_force_lp():
+    """Sizes fixed by the design (half the users n = 4, half n = 8, drawn independently of the ranks): one
+    exact band per group, one LP; a rank 1 at the smaller size makes the default read them as fixed."""
+    N = 10
+    g = np.random.default_rng(9)
+    R = g.integers(1, N + 1, size=2000)
+    nu = np.where(np.arange(R.size) % 2 == 0, 4, 8)
+    r = 1 + g.binomial(nu - 1, (R - 1) / (N - 1))
+    assert np.any((r == 1) & (nu == 4))
+    b = identification_bounds(r, N, nu, "recall", 2, ci=0.9)
+    cuts = [cut_points(N, m, [2]) for m in (4, 8)]
+    A = np.hstack([_stage_probabilities(np.arange(1, N + 1), N, 1, m, cs, True) for m, cs in zip((4, 8), cuts)])
+    los, his = [], []
+    for m, cs in zip((4, 8), cuts):
+        here = r[nu == m]
+        lo, hi = clopper_pearson([(here <= c).sum() for c in cs], here.size, 1 - 0.1 / sum(c.size for c in cuts))
+        los.append(lo)
+        his.append(hi)
+    F = metric_function("recall", 2, N)(np.arange(1, N + 1))
+    want = _brute_lp(F, A, np.concatenate(los), np.concatenate(his))
+    assert (b.low["recall"], b.high["recall"]) == pytest.approx(want, abs=1e-7)
+    assert b.low["recall"] <= (R <= 2).mean() <= b.high["recall"]
 
 
 def test_cells_are_outer_and_close_to_the_exact_bounds():

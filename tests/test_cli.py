@@ -52,20 +52,25 @@ def _two_models(tmp_path, a=(0.4, 0.4), M=600, seed=0, users=True, name="ranks.c
 
 def test_intervals_cover_the_truth(tmp_path, capsys):
     """Files of ranks drawn from a known P(R) (Beta model, TORS Sec. 3.2): the default method's 95%
-    intervals cover the users' exact Recall@10 and NDCG@10 in (nearly) every file."""
+    intervals cover the users' exact Recall and NDCG in (nearly) every file; at K = 20, above the
+    resolution rule (2 N/(n-1) = 10.2), the bootstrap interval, informative; at K = 10, below it, the row
+    is marked not identified and its interval is the identification bounds."""
     covered, total = 0, 0
     for seed, a in enumerate((0.3, 0.4, 0.5, 0.6)):
         R = sample_beta_ranks(a, N, 600, rng=np.random.default_rng([seed, 0]))
         p = tmp_path / f"ranks{seed}.csv"
         pd.DataFrame({"rank": sample_ranks(R, N, n, rng=np.random.default_rng([seed, 1]))}).to_csv(p, index=False)
-        res = _estimate_json(p, capsys, "--sample-size", n, "--metric", "recall", "ndcg", "--k", 10,
+        res = _estimate_json(p, capsys, "--sample-size", n, "--metric", "recall", "ndcg", "--k", 10, 20,
                              "--n-boot", 60, "--seed", seed)
         assert res["method"] == DEFAULT_METHOD == "mle"
-        assert len(res["estimates"]) == 2 and res["comparisons"] == []
+        assert len(res["estimates"]) == 4 and res["comparisons"] == []
         for row in res["estimates"]:
             exact = evaluate(R, row["metric"], row["k"])
-            assert row["low"] <= row["estimate"] <= row["high"]
-            assert row["high"] - row["low"] < 0.2  # informative, not a trivially wide interval
+            assert row["identified"] is (row["k"] == 20)
+            assert row["interval"] == ("bootstrap" if row["k"] == 20 else "bounds")
+            if row["k"] == 20:
+                assert row["low"] <= row["estimate"] <= row["high"]
+                assert row["high"] - row["low"] < 0.2  # informative, not a trivially wide interval
             covered += row["low"] <= exact <= row["high"]
             total += 1
     assert covered >= total - 1, f"{covered} of {total} intervals cover the exact metric"
@@ -76,7 +81,7 @@ def test_json_matches_the_shared_estimators(tmp_path, capsys):
     seed (top-K metrics: default_rng([seed, 0])), its point estimates those of estimate_metrics."""
     p, truth = _two_models(tmp_path, a=(0.3, 0.6), M=300)
     res = _estimate_json(p, capsys, "--sample-size", n, "--metric", "ndcg", "--k", 5, 10, "--n-boot", 30,
-                         "--seed", 7, "--method", "bv", "--gamma", 0.1)
+                         "--seed", 7, "--method", "bv", "--gamma", 0.1, "--interval", "bootstrap")
     df = pd.read_csv(p)
     assert res["n_items"] == N and res["sample_size"] == n and res["n_boot"] == 30
     ranks = {m: df.loc[df.model == m, "rank"].to_numpy() for m in "AB"}
@@ -114,11 +119,13 @@ def test_verdicts(tmp_path, capsys):
     same = tmp_path / "same.csv"
     pd.DataFrame({"user": np.tile(np.arange(400), 2), "model": np.repeat(["A", "B"], 400),
                   "rank": np.tile(r, 2)}).to_csv(same, index=False)
-    res = _estimate_json(same, capsys, "--sample-size", n, "--metric", "recall", "--n-boot", 30, "--method", "cls")
+    res = _estimate_json(same, capsys, "--sample-size", n, "--metric", "recall", "--k", 20, "--n-boot", 30,
+                         "--method", "cls")
     (c,) = res["comparisons"]
     assert c["difference"] == 0 and c["verdict"] == "cannot be told apart" and not c["told_apart"]
     far, _ = _two_models(tmp_path, a=(0.2, 1.0), M=400, name="far.csv")
-    res = _estimate_json(far, capsys, "--sample-size", n, "--metric", "recall", "--n-boot", 30, "--method", "cls")
+    res = _estimate_json(far, capsys, "--sample-size", n, "--metric", "recall", "--k", 20, "--n-boot", 30,
+                         "--method", "cls")
     (c,) = res["comparisons"]
     assert c["told_apart"] and c["low"] > 0 and c["verdict"] == "A > B"
     # the text report says the same
@@ -420,9 +427,11 @@ def test_weighted_file_with_models_is_compared_like_the_uniform_path(tmp_path, c
     assert ab_row["difference"] == pytest.approx(ea[0] - eb[0], rel=1e-12)
     assert (ab_row["low"], ab_row["high"]) == pytest.approx((lo, hi), rel=1e-12)
     assert ab_row["p_value"] == pytest.approx(bootstrap_p_value(ra[:, 0] - rb[:, 0]))
-    assert ab_row["told_apart"] == (lo > 0 or hi < 0)
+    assert ab_row["told_apart"] == ((lo > 0 or hi < 0) and ab_row["identified"])
     assert ab_row["verdict"] == ("A > B" if lo > 0 else "B > A" if hi < 0 else "cannot be told apart")
-    assert ab_row["told_apart"] and ab_row["verdict"] == "A > B"  # A's targets sit far higher
+    # A's targets sit far higher and the interval excludes 0, but K = 10 is below the resolution rule
+    # (2 x 120/15 = 16): the comparison is not identified, and the verdict says so instead of "A > B"
+    assert lo > 0 and not ab_row["identified"] and ab_row["verdict"] == "not identified (K below the rule)"
     # C was scored on other users: its comparisons are unpaired (independent draws)
     assert [c["paired"] for c in res["comparisons"] if "C" in (c["model_a"], c["model_b"])] == [False, False]
     # the text report: the uniform path's tables, with the uniform-kernel column

@@ -356,20 +356,22 @@ def test_resolution_warning_is_exported_and_names_k_width_and_remedy():
 
     assert issubclass(itemsampling.ResolutionWarning, UserWarning)
     r = np.array([1, 1, 2, 3, 5])
-    # Recall@10 at N = 10^12, n = 50: the kernel width is 10^12 / 49 = 2.041e10
+    # Recall@10 at N = 10^12, n = 50: the rule asks for K >= 2 x 10^12 / 49 = 4.082e10; n >= 2 x 10^11 + 1
     with pytest.warns(itemsampling.ResolutionWarning,
-                      match=r"cut-off K = 10 is below one kernel width N/\(n-1\) = 2\.041e\+10 \(N = 1000000000000, "
-                            r"n = 50\).* larger sample size \(n >= 100000000001 for K = 10\) or adaptive sampling"):
+                      match=r"cut-off K = 10 is below the resolution rule K >= 2 N/\(n-1\) = 4\.082e\+10 \(N = "
+                            r"1000000000000, n = 50\).*\(design='adaptive'\), or use a larger sample size \(n >= "
+                            r"200000000001 for K = 10\)"):
         estimate_metric(r, 10**12, 50, "recall", 10, "mle")
-    # N = 300, n = 60: width 300/59 = 5.08; K = 1 and 5 are below it, K = 6 and 10 are not
-    with pytest.warns(itemsampling.ResolutionWarning, match=r"K = 1, 5 is below one kernel width N/\(n-1\) = 5\.085"):
-        estimate_metrics(r, 300, 60, ["recall", "ndcg"], [1, 5, 6, 10], ["bv", "mle"], gamma=0.1)
+    # N = 300, n = 60: the rule asks for K >= 2 x 300/59 = 10.17; K = 1, 5, 6, 10 are below it, K = 11 is not
+    with pytest.warns(itemsampling.ResolutionWarning,
+                      match=r"K = 1, 5, 6, 10 is below the resolution rule K >= 2 N/\(n-1\) = 10\.17"):
+        estimate_metrics(r, 300, 60, ["recall", "ndcg"], [1, 5, 6, 10, 11], ["bv", "mle"], gamma=0.1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", itemsampling.ResolutionWarning)
-        estimate_metric(r, 300, 60, "recall", [6, 10], "mle")  # every K resolved
+        estimate_metric(r, 300, 60, "recall", [11, 20], "mle")  # every K resolved
         estimate_metric(r, 300, 60, "recall", 1, "sampled")  # the sampled metric estimates nothing global
         estimate_metric(r, 300, 60, "auc", None, "mle")  # no cut-off
-        estimate_metric(r, 300, np.array([60, 60, 120, 240, 240]), "recall", 2, "mle")  # n_u up to 240: width 1.26
+        estimate_metric(r, 300, np.array([60, 60, 120, 240, 240]), "recall", 3, "mle")  # n_u up to 240: 2 x 1.26
 
 
 def test_estimate_command_prints_the_resolution_note(tmp_path, capsys):
@@ -391,8 +393,8 @@ def test_estimate_command_prints_the_resolution_note(tmp_path, capsys):
     out = capsys.readouterr().out
     table, note = out.split("Note: ")
     assert "recall@10" in table.lower() or "Recall@10" in table
-    assert note.startswith("cut-off K = 1 is below one kernel width N/(n-1) = 5.085 (N = 300, n = 60)")
-    assert main(base + ["--k", "10"]) == 0
+    assert note.startswith("cut-off K = 1, 10 is below the resolution rule K >= 2 N/(n-1) = 10.17 (N = 300, n = 60)")
+    assert main(base + ["--k", "11"]) == 0
     assert "Note: " not in capsys.readouterr().out
 
 

@@ -161,7 +161,7 @@ def test_plan_prints_the_resolution_note_once_under_the_plan():
     assert "Warning" not in proc.stderr and "plan.py" not in proc.stderr  # no Python warning line
     assert proc.stdout.count("Note: ") == 1
     note = proc.stdout.split("Note: ")[1]
-    assert note.startswith("cut-off K = 10 is below one kernel width N/(n-1) = ")
+    assert note.startswith("cut-off K = 10 is below the resolution rule K >= 2 N/(n-1) = ")
     assert proc.stdout.rstrip().endswith(note.rstrip())  # under the plan
     proc = subprocess.run([sys.executable, "-m", "itemsampling", "plan", "--n-items", "1000", "--n-users", "400",
                            "--margin", "0.05", "--n-sim", "5", "--sizes", "20", "50", "--json"],

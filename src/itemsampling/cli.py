@@ -64,6 +64,7 @@ from .inputs import (  # noqa: F401
     COLUMN_ALIASES, FORMATS, WEIGHTED_COLUMNS, InputError, RankTable, _k_value, k_value, read_rank_file,
     read_weighted_file, read_weighted_table, seed_value,
 )
+from .kernel import resolves
 from .metrics import METRICS, canonical_metric
 
 __all__ = ["DEFAULT_METHOD", "ranks_from_scores", "estimate_table", "format_report", "main"]
@@ -158,6 +159,11 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     from .estimators.conditional import check_target, conditional_metrics
 
     say = progress or (lambda text: None)
+    interval = params.get("interval", "kept")
+    if interval not in ("kept", "bootstrap"):
+        raise InputError(f"--interval must be kept or bootstrap, got {interval!r}")
+    if method != "auto":
+        params = {x: v for x, v in params.items() if x != "interval"}
     try:
         check_target(target)
     except ValueError as err:
@@ -219,6 +225,8 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                     rows.append({"model": model, "metric": metric, "k": k, "label": _label(metric, k),
                                  "estimate": pick(e.estimate), "low": pick(e.low), "high": pick(e.high),
                                  "sampled": pick(raw[metric]), "n_users": int(r.size)})
+                    rows[-1]["identified"] = bool(resolves(int(np.max(pools[model])), n, k))
+                    rows[-1]["interval"] = "bootstrap"
                     if method == "auto":
                         a = res.estimates[model][metric]
                         rows[-1].update({"chosen": str(np.atleast_1d(a.chosen)[j]),
@@ -229,6 +237,8 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                                          "interval_width": rows[-1]["high"] - rows[-1]["low"]})
             if method == "auto":
                 selections.setdefault(model, []).append(res.estimates[model][group[0]].selection.to_dict())
+            elif interval == "kept" and method != "sampled":
+                _bounds_rows(rows, model, r, pools[model], n, group, kk, ci, params, say)
         for (a, b), per_metric in res.comparisons.items():
             for metric in group:
                 c = per_metric[metric]
@@ -236,12 +246,15 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                     def pick(v, t=t):
                         return float(np.atleast_1d(v)[t])
                     lo, hi, d = pick(c.low), pick(c.high), pick(c.difference)
-                    apart = lo > 0 or hi < 0
+                    ident = method == "sampled" or all(
+                        resolves(int(np.max(pools[x])), table.sizes[x], k) for x in (a, b))
+                    apart = (lo > 0 or hi < 0) and ident
                     comparisons.append({
                         "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
                         "difference": d, "low": lo, "high": hi, "p_value": pick(c.p_value),
-                        "paired": c.paired, "told_apart": bool(apart),
-                        "verdict": ((f"{a} > {b}" if d > 0 else f"{b} > {a}") if apart else "cannot be told apart"),
+                        "paired": c.paired, "told_apart": bool(apart), "identified": bool(ident),
+                        "verdict": ((f"{a} > {b}" if d > 0 else f"{b} > {a}") if apart else
+                                    "cannot be told apart" if ident else "not identified (K below the rule)"),
                     })
     order = {m: i for i, m in enumerate(table.models)}  # rows by model, then metric group as before
     rows.sort(key=lambda row: order[row["model"]])
@@ -271,6 +284,25 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
 # output
 # --------------------------------------------------------------------------------------------
 
+def _bounds_rows(rows, model, r, n_items, n, metrics, ks, ci, params, say) -> None:
+    """``interval="kept"`` for one model's rows (:func:`itemsampling.estimators.api._kept`, the same rule):
+    every row whose cut-off the rule does not resolve gets the identification bounds as its interval
+    (one computation for all its metrics and cut-offs, for either target)."""
+    from .estimators import identification_bounds
+
+    low = [k for k in (ks if ks is not None else [None]) if not resolves(int(np.max(n_items)), n, k)]
+    if not low:
+        return
+    say(f"      identification bounds of {model} (K = {', '.join(map(str, low))}: below the resolution rule)")
+    b = identification_bounds(r, n_items, n, metrics, low, ci, params.get("replacement", True), grid=params.get("grid"))
+    for row in rows:
+        if row["model"] == model and row["metric"] in metrics and row["k"] in low:
+            j = low.index(row["k"])
+            row["low"] = float(np.atleast_1d(b.low[row["metric"]])[j])
+            row["high"] = float(np.atleast_1d(b.high[row["metric"]])[j])
+            row["interval"] = "bounds"
+
+
 def _auto_conditional(auto, r, n_items, n, metrics, ks, ci, n_boot, rng, params):
     """Test-users intervals for ``method="auto"``: each estimator that auto chose (``auto``, the
     model's ``{metric: AutoEstimate}``) on one set of parametric replicates, read per cut-off and
@@ -296,8 +328,8 @@ def _auto_conditional(auto, r, n_items, n, metrics, ks, ci, n_boot, rng, params)
                        np.atleast_1d(cond[str(c)][m].low)[j] - mar[j] for j, c in enumerate(cs)])
         hi = np.array([np.atleast_1d(e.high)[j] if kinds[j] == "bounds" else
                        np.atleast_1d(cond[str(c)][m].high)[j] + mar[j] for j, c in enumerate(cs)])
-        out[m] = AutoEstimate(e.estimate, lo, hi, ci, n_boot, "auto", e.chosen, e.margin, e.widened, e.selection,
-                              e.interval, hi - lo)
+        out[m] = AutoEstimate(e.estimate, lo, hi, ci, n_boot, "auto", identified=e.identified, interval=e.interval,
+                              chosen=e.chosen, margin=e.margin, widened=e.widened, selection=e.selection, width=hi - lo)
     return out
 
 
@@ -324,10 +356,18 @@ def format_report(result: dict) -> str:
              ""]
     weighted = bool(result.get("weighted"))
     header = ["model", "metric", "estimate", f"{pct} interval"] + (["uniform kernel"] if weighted else []) \
-        + ["uncorrected"]
+        + ["uncorrected", "identified"]
     body = [[r["model"], r["label"], _fmt(r["estimate"]), f"[{_fmt(r['low'])}, {_fmt(r['high'])}]"]
-            + ([_fmt(r["uniform"])] if weighted else []) + [_fmt(r["sampled"])] for r in result["estimates"]]
+            + ([_fmt(r["uniform"])] if weighted else []) + [_fmt(r["sampled"])]
+            + ["yes" if r.get("identified", True) else "not identified"] for r in result["estimates"]]
     lines += _columns(header, body, numeric=(2, 3, 4, 5))
+    if not all(r.get("identified", True) for r in result["estimates"]):
+        kept = any(r.get("interval") == "bounds" for r in result["estimates"])
+        lines += ["", "not identified: the sampled ranks do not determine this metric@K (K below the resolution rule "
+                      "K >= 2 N/(n-1)); the estimate is the estimator's prior's, not the data's, and "
+                  + ("the interval is the identification bounds: the range of the metric over every rank distribution "
+                     "the data allow." if kept else "the interval (--interval bootstrap) does not cover the "
+                     "estimator's bias.")]
     if result["method"] == "auto":  # one line per model and metric@K: what auto chose and why
         lines += ["", "method auto chose, per model and metric (each candidate's error under the smooth fits of "
                       "P(R) that the data do not reject):"]
@@ -426,9 +466,11 @@ def _build_parser():
     e.add_argument("--ci", type=float, default=0.95, help="confidence level of the intervals, in (0, 1) (default 0.95)")
     e.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates (default 200)")
     e.add_argument("--interval", default=None, choices=("kept", "bootstrap"),
-                   help="intervals of --method auto: kept (default; identification bounds below 2 kernel widths "
-                        "N/(n-1), the chosen estimator's interval widened by its bias margin above) or bootstrap "
-                        "(the chosen estimator's own interval)")
+                   help="kept (default): where K is below the resolution rule K >= 2 N/(n-1) the row is marked "
+                        "'not identified' and its interval is the identification bounds (the range of the metric "
+                        "the data allow); above it the bootstrap interval (with --method auto widened by the "
+                        "chosen estimator's bias margin). bootstrap: the estimator's own bootstrap interval "
+                        "everywhere (it does not cover the estimator's bias below the rule)")
     e.add_argument("--target", default="population", choices=("population", "test-users"),
                    help="what the intervals are for: the population the users were drawn from (user bootstrap, "
                         "default) or the test users' own metric (item sampling only)")
@@ -502,7 +544,9 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
                 reps[m, metric, k] = (float(est[j]), rep[:, j])
                 rows.append({"model": m, "metric": metric, "k": k, "label": _label(metric, k),
                              "estimate": float(est[j]), "low": float(low[j]), "high": float(high[j]),
-                             "sampled": float(raw[j]), "n_users": int(d.users.size), "uniform": float(uni[j])})
+                             "sampled": float(raw[j]), "n_users": int(d.users.size), "uniform": float(uni[j]),
+                             "identified": bool(resolves(int(np.max(d.pools)), d.probs.shape[1] + 1, k)),
+                             "interval": "bootstrap"})
     for ia, a in enumerate(names):
         for b in names[ia + 1:]:
             paired = draws[a][1] == draws[b][1]
@@ -511,12 +555,15 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
                     (ea, ra), (eb, rb) = reps[a, metric, k], reps[b, metric, k]
                     lo, hi = (float(x) for x in percentile_interval(ra - rb, ci))
                     diff = ea - eb
-                    apart = lo > 0 or hi < 0
+                    ident = all(resolves(int(np.max(table.models[x].pools)), table.models[x].probs.shape[1] + 1, k)
+                                for x in (a, b))
+                    apart = (lo > 0 or hi < 0) and ident
                     comparisons.append({
                         "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
                         "difference": diff, "low": lo, "high": hi, "p_value": bootstrap_p_value(ra - rb),
-                        "paired": bool(paired), "told_apart": bool(apart),
-                        "verdict": ((f"{a} > {b}" if diff > 0 else f"{b} > {a}") if apart else "cannot be told apart"),
+                        "paired": bool(paired), "told_apart": bool(apart), "identified": bool(ident),
+                        "verdict": ((f"{a} > {b}" if diff > 0 else f"{b} > {a}") if apart else
+                                    "cannot be told apart" if ident else "not identified (K below the rule)"),
                     })
     say(f"      done in {time.perf_counter() - t0:.1f} s")
     sizes = {m: int(d.probs.shape[1]) + 1 for m, d in table.models.items()}
@@ -592,8 +639,6 @@ def _estimate(args) -> int:
     if args.without_replacement:
         params["replacement"] = False
     if args.interval is not None:
-        if args.method != "auto":
-            raise InputError(f"--interval is an option of --method auto, not of {args.method!r}")
         params["interval"] = args.interval
     table = read_rank_file(args.file, args.n_items, args.sample_size, fmt=args.format,
                            rank_column=args.rank_column, size_column=args.size_column,

@@ -9,14 +9,20 @@ top of the estimators' layers: nothing in :mod:`itemsampling.estimators` imports
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from .._validation import as_rng
+from ..kernel import resolves
 from ..metrics import canonical_metric
-from .auto import AUTO_ONLY, AUTO_OPTIONS, auto_estimates, check_auto_params
+from .auto import AUTO_ONLY, AUTO_OPTIONS, auto_estimates, check_auto_params, check_interval
 from .bootstrap import bootstrap_metric, bootstrap_metrics
+from .bounds import identification_bounds
 from .conditional import conditional_metric, conditional_metrics
 from .estimate import METHODS, _check_nonempty, _point_metric, _point_metrics, _warn_resolution, check_target
 
-_AUTO_ONLY = AUTO_ONLY
+_AUTO_ONLY = tuple(x for x in AUTO_ONLY if x != "interval")  # ``interval`` is every method's (with ci)
 
 __all__ = ["estimate_metric", "estimate_metrics"]
 
@@ -150,7 +156,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
             canonical_metric(m)
         gen = as_rng(rng)
         rest = [m for m in methods if m != "auto"]
-        shared = {x: v for x, v in params.items() if x in AUTO_OPTIONS}
+        shared = {x: v for x, v in params.items() if x in AUTO_OPTIONS or x == "interval"}
         out = estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, rest, ci, n_boot, gen, target,
                                **shared) if rest else {}
         auto = auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci, n_boot, gen, target, **params)
@@ -164,13 +170,65 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
 
 def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target, params):
     """The ``ci`` branch of :func:`estimate_metric` (``single``) and :func:`estimate_metrics`: the
-    user bootstrap (``target="population"``) or the parametric bootstrap given the test users."""
+    user bootstrap (``target="population"``) or the parametric bootstrap given the test users, then
+    :func:`_kept` (``interval="kept"``, the default): the identification bounds wherever the cut-off is
+    not resolved."""
+    params = dict(params)
+    interval = check_interval(params.pop("interval", "kept"))
     if target == "test-users":
         one, several = conditional_metric, conditional_metrics
     else:
         one, several = bootstrap_metric, bootstrap_metrics
-    return (one if single else several)(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci,
-                                        n_boot=n_boot, rng=rng, **params)
+    res = (one if single else several)(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci,
+                                       n_boot=n_boot, rng=rng, **params)
+    if single:
+        return _kept({methods: {metrics: res}}, sampled_ranks, n_items, sample_size, k, ci, interval, params)[methods][
+            metrics]
+    return _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params)
+
+
+def _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params):
+    r"""Every estimate of ``res`` (``{method: {metric: MetricEstimate}}``) marked per cut-off
+    ``identified`` by the one resolution rule (:func:`itemsampling.kernel.resolves`: :math:`K \ge`
+    :data:`~itemsampling.kernel.RESOLVED` :math:`\times N/(n-1)`, the largest :math:`N_u` and
+    :math:`n_u`), and with ``interval="kept"`` the interval of every unresolved cut-off replaced by the
+    identification bounds (:mod:`.bounds`; one computation shared by every method, for both targets):
+    an interval that keeps its coverage where the estimators' own intervals are centred on a prior's
+    pick. The point estimate stays (it is the prior's there, and the row says so). The uncorrected
+    ``"sampled"`` metric estimates the sampled metric itself and is left as it is."""
+    seq = np.ndim(k) > 0
+    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
+    N = int(np.max(n_items))
+    ident = [bool(resolves(N, sample_size, kk)) for kk in ks]
+    low_ks = [kk for kk, ok in zip(ks, ident) if not ok]
+    metrics = sorted({m for per in res.values() for m in per})
+    bnd = None
+    if interval == "kept" and low_ks and any(meth != "sampled" for meth in res):
+        bnd = identification_bounds(sampled_ranks, n_items, sample_size, [canonical_metric(m) for m in metrics],
+                                    low_ks, ci, params.get("replacement", True), grid=params.get("grid"))
+    out = {}
+    for meth, per in res.items():
+        out[meth] = {}
+        for m, e in per.items():
+            if meth == "sampled":
+                out[meth][m] = e
+                continue
+            lo, hi = np.atleast_1d(np.asarray(e.low, float)).copy(), np.atleast_1d(np.asarray(e.high, float)).copy()
+            kinds = []
+            for j, kk in enumerate(ks):
+                if bnd is not None and not ident[j]:
+                    jb = low_ks.index(kk)
+                    lo[j] = float(np.atleast_1d(bnd.low[canonical_metric(m)])[jb])
+                    hi[j] = float(np.atleast_1d(bnd.high[canonical_metric(m)])[jb])
+                    kinds.append("bounds")
+                else:
+                    kinds.append("bootstrap")
+            conv = (lambda v: np.asarray(v)) if seq else (lambda v: v[0])
+            out[meth][m] = dataclasses.replace(
+                e, low=conv(lo) if seq else float(lo[0]), high=conv(hi) if seq else float(hi[0]),
+                identified=np.array(ident) if seq else ident[0],
+                interval=np.array(kinds, dtype=object) if seq else kinds[0])
+    return out
 
 
 def _refuse_auto_only(params) -> None:

@@ -242,9 +242,9 @@ def check_interval(interval) -> str:
 def interval_plan(N, n, ks, pools=None, grid_in_use=False, interval="kept", widen=False, resolved=RESOLVED) -> dict:
     r"""The kind of interval each cut-off gets (module docstring, "The interval"): ``{k: (kind, why)}``.
     With ``interval="kept"``: ``"bootstrap+margin"`` where :math:`K \ge` :data:`RESOLVED`
-    :math:`\times N/(n-1)` (and for AUC, ``k=None``), ``"bounds"`` (:mod:`.bounds`) below it, and
-    ``"bootstrap+margin"`` below it too where the bounds cannot be computed (per-user sizes, a grid),
-    saying so. A rule of the design (:math:`N`, :math:`n`, :math:`K`), never of the data (``resolved``:
+    :math:`\times N/(n-1)` (and for AUC, ``k=None``), ``"bounds"`` (:mod:`.bounds`) below it, with
+    every input the bounds take (per-user catalogue and sample sizes, a grid: :mod:`.bounds`). A
+    rule of the design (:math:`N`, :math:`n`, :math:`K`), never of the data (``resolved``:
     the multiple of the kernel width, for the coverage study of the rule itself). With
     ``interval="bootstrap"``: ``"bootstrap+margin"`` if ``widen``, else ``"bootstrap"``."""
     out = {}
@@ -256,11 +256,6 @@ def interval_plan(N, n, ks, pools=None, grid_in_use=False, interval="kept", wide
         if resolves(N, n, k, resolved):
             out[k] = ("bootstrap+margin", f"K resolved: K >= {resolved:g} x N/(n-1) = {resolved * w:.3g}"
                       if k is not None else "untruncated metric: resolved")
-        elif pools is not None or not isinstance(n, int) or grid_in_use:
-            what = ("per-user catalogue sizes" if pools is not None else "per-user sample sizes"
-                    if not isinstance(n, int) else "a catalogue-scale grid")
-            out[k] = ("bootstrap+margin", f"K below {resolved:g} x N/(n-1) = {resolved * w:.3g}, but the "
-                      f"identification bounds do not take {what}: its coverage is not guaranteed")
         else:
             out[k] = ("bounds", f"K below {resolved:g} x N/(n-1) = {resolved * w:.3g}: identification bounds")
     return out
@@ -830,7 +825,8 @@ def auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci=None, n_b
         boot_ks = [kk for kk in ks if plan[kk][0] != "bounds"]
         bnd_ks = [kk for kk in ks if plan[kk][0] == "bounds"]
         if bnd_ks:
-            bnd = identification_bounds(r, N, n, metrics, bnd_ks, ci, params.get("replacement", True))
+            bnd = identification_bounds(r, N if pools is None else pools, n, metrics, bnd_ks, ci,
+                                        params.get("replacement", True), grid=params.get("grid"))
         chosen = sorted({sel.chosen[(m, kk)] for m in metrics for kk in boot_ks}, key=list(CANDIDATES).index)
         own = {c: _params(c, dict(params)) for c in chosen}
         seed = int(gen.integers(2 ** 63))
@@ -863,10 +859,13 @@ def auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci=None, n_b
         nan = [float("nan")] * len(ks)
         lo, hi, width = (lo, hi, width) if ci is not None else (nan, nan, nan)
         conv = (lambda v: np.array(v)) if seq else (lambda v: v[0])
+        ident = [resolves(N, n, kk) for kk in ks]
         out[m] = AutoEstimate(conv(est), conv(lo), conv(hi), float("nan") if ci is None else float(ci),
-                              0 if ci is None else int(n_boot), "auto", conv(meth) if seq else meth[0],
-                              conv(mar), bool(ci is not None and any(x == "bootstrap+margin" for x in kind)), sel,
-                              (np.array(kind, dtype=object) if seq else kind[0]), conv(width))
+                              0 if ci is None else int(n_boot), "auto", identified=conv(ident),
+                              interval=(np.array(kind, dtype=object) if seq else kind[0]),
+                              chosen=conv(meth) if seq else meth[0], margin=conv(mar),
+                              widened=bool(ci is not None and any(x == "bootstrap+margin" for x in kind)),
+                              selection=sel, width=conv(width))
     return out
 
 
@@ -939,7 +938,8 @@ def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users,
         g = resolve_grid(params.get("grid"), N, n if isinstance(n, int) else int(np.max(n)), ks)
         plan = interval_plan(N, n, ks, pools, g is not None, interval, widen)
         bnd_ks = [kk for kk in ks if plan[kk][0] == "bounds"]
-        bnd = identification_bounds(r, N, n, metrics, bnd_ks, ci, params.get("replacement", True)) if bnd_ks else None
+        bnd = (identification_bounds(r, N if pools is None else pools, n, metrics, bnd_ks, ci,
+                                     params.get("replacement", True), grid=params.get("grid")) if bnd_ks else None)
         for i, m in enumerate(metrics):
             est, lo, hi, mar, meth, kind, width = [], [], [], [], [], [], []
             for j, kk in enumerate(ks):
@@ -965,8 +965,10 @@ def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users,
             sel.reason.update({(m, kk): pick[(m, kk)][1] for kk in ks})
             sel.chosen.update({(m, kk): pick[(m, kk)][0] for kk in ks})
             estimates[mo][m] = AutoEstimate(conv(est), conv(lo), conv(hi), float(ci), int(n_boot), "auto",
-                                            conv(meth), conv(mar), "bootstrap+margin" in kind, sel,
-                                            np.array(kind, dtype=object) if seq else kind[0], conv(width))
+                                            identified=conv([resolves(N, n, kk) for kk in ks]),
+                                            interval=np.array(kind, dtype=object) if seq else kind[0],
+                                            chosen=conv(meth), margin=conv(mar), widened="bootstrap+margin" in kind,
+                                            selection=sel, width=conv(width))
     for pair, per_metric in first.comparisons.items():
         comparisons[pair] = {}
         for m in metrics:

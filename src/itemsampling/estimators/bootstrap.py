@@ -103,6 +103,14 @@ class MetricEstimate:
     confidence : float            the nominal level, e.g. 0.95.
     n_boot : int                  number of bootstrap replicates.
     method : str                  the estimator.
+    identified : bool or ndarray  whether the sampled ranks resolve the cut-off
+                                  (:func:`itemsampling.kernel.resolves`); ``False``: the point estimate is
+                                  the estimator's prior's, not the data's, and the interval is the
+                                  identification bounds.
+    interval : str or ndarray     the kind of interval per cut-off: ``"bounds"`` (the identification
+                                  bounds of :mod:`.bounds`, below the rule), ``"bootstrap+margin"``
+                                  (method ``"auto"``: widened by the simulated bias margin) or
+                                  ``"bootstrap"`` (the estimator's own interval).
     """
 
     estimate: float | np.ndarray
@@ -111,6 +119,8 @@ class MetricEstimate:
     confidence: float
     n_boot: int
     method: str
+    identified: object = True
+    interval: object = "bootstrap"
 
     def __repr__(self) -> str:
         if np.ndim(self.estimate) == 0:
@@ -134,7 +144,6 @@ class AutoEstimate(MetricEstimate):
     margin: object = 0.0
     widened: bool = False
     selection: object = None
-    interval: object = None
     width: object = float("nan")
 
     def __repr__(self) -> str:

@@ -307,8 +307,48 @@ def _pool_metric(metric, k, N: int, R, pools, weights) -> np.ndarray:
     return out
 
 
+def _fixed_sizes_bounds(r, nu, N, pools, sizes, stage_cuts, metrics, ks, seq, ci, replacement, grid):
+    r"""Per-user sizes fixed by the design (``sizes_design="fixed"``): in each group of users of one size
+    :math:`m` the counts :math:`\#\{u: n_u = m, r_u \le c\}` are Binomial(:math:`M_m`, :math:`(P A_m)_c`),
+    the exact band of each group at the Bonferroni level over all groups' cut points, and one LP over the
+    shared :math:`P` (the pools' metric as in the one-size case)."""
+    J = int(sum(c.size for c in stage_cuts))
+    dense = (N <= DENSE_MAX) if grid is None else (not bool(grid) if isinstance(grid, (bool, np.bool_)) else False)
+    first, last = _cells(N, ks, dense)
+    los, his, S, A_first, A_last = [], [], [], [], []
+    for m, cs in zip(sizes, stage_cuts):
+        here = r[nu == m]
+        counts = np.array([int((here <= c).sum()) for c in cs])
+        lo, hi = clopper_pearson(counts, here.size, 1.0 - (1.0 - float(ci)) / J)
+        los.append(lo)
+        his.append(hi)
+        S.append(counts)
+        A_first.append(_stage_probabilities(first, N, 1, m, cs, replacement))
+        A_last.append(A_first[-1] if dense else _stage_probabilities(last, N, 1, m, cs, replacement))
+    lo, hi, S = np.concatenate(los), np.concatenate(his), np.concatenate(S)
+    A_first, A_last = np.hstack(A_first), np.hstack(A_last)
+    if pools is not None:
+        distinct, counts = np.unique(pools, return_counts=True)
+        weights = counts / counts.sum()
+    low, high = {}, {}
+    for met in metrics:
+        ls, hs = [], []
+        for kk in ks:
+            if pools is None:
+                Ff, Fl = metric_function(met, kk, N)(first), metric_function(met, kk, N)(last)
+            else:
+                Ff, Fl = (_pool_metric(met, kk, N, first, distinct, weights),
+                          _pool_metric(met, kk, N, last, distinct, weights))
+            a, b = cell_lp_bounds(Ff, Fl, A_first, A_last, lo, hi)
+            ls.append(a)
+            hs.append(b)
+        low[met] = np.array(ls) if seq else ls[0]
+        high[met] = np.array(hs) if seq else hs[0]
+    return BoundsResult(low, high, np.concatenate(stage_cuts), lo, hi, S, float(ci))
+
+
 def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: float = 0.95, replacement=True,
-                          cuts=None, grid=None) -> BoundsResult:
+                          cuts=None, grid=None, sizes_design=None) -> BoundsResult:
     r"""The range of each metric@K over every rank distribution whose sampled-rank law lies in a
     simultaneous exact ``ci`` band around the observed one (module docstring): an interval that covers
     the population metric with probability at least ``ci`` (all metrics and cut-offs at once), and the
@@ -326,6 +366,10 @@ def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: f
     replacement : the kernel (decoys with or without replacement).
     cuts : optional sampled ranks in 1..n-1 to use as cut points instead of :func:`cut_points` (one sample
         size only).
+    sizes_design : with per-user sizes, ``"adaptive"`` (TORS Algorithm 1, above) or ``"fixed"`` (each user's
+        size fixed by the design, independent of the ranks: the band is built in each group of users of one
+        size, whose counts are binomial, and all groups' events constrain the one :math:`P`); ``None``
+        (default): adaptive unless a user ranks first below the largest size, which Algorithm 1 never leaves.
     grid : ``None`` (one-rank LP columns up to :data:`DENSE_MAX` items, cells of ranks above), ``True``
         (cells), ``False`` (one-rank columns); a :class:`~.grid.RankGrid` counts as ``True`` (the bounds
         use their own cells, whose outer bounds need no assumption inside a cell).
@@ -377,9 +421,13 @@ def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: f
     # the stages: one size, or the ladder of adaptive sampling
     sizes = [n] if isinstance(n, int) else sorted(int(x) for x in np.unique(n))
     nu = np.full(r.size, n, dtype=np.int64) if isinstance(n, int) else n
+    if sizes_design not in (None, "adaptive", "fixed"):
+        raise ValueError(f"sizes_design must be None, 'adaptive' or 'fixed', got {sizes_design!r}")
+    adaptive = False
     if len(sizes) > 1:
         bad = (r == 1) & (nu < sizes[-1])
-        if bad.any():
+        adaptive = sizes_design == "adaptive" or (sizes_design is None and not bad.any())
+        if adaptive and bad.any():
             u = int(np.flatnonzero(bad)[0])
             raise ValueError(f"sample_size: per-user sizes must come from adaptive sampling (TORS Algorithm 1: the set "
                              f"grows while the target ranks first), but user {u} ranks first at sample_size "
@@ -394,6 +442,8 @@ def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: f
     else:
         stage_cuts = [cut_points(N, m, ks) for m in sizes]
     J = int(sum(c.size for c in stage_cuts))
+    if len(sizes) > 1 and not adaptive:
+        return _fixed_sizes_bounds(r, nu, N, pools, sizes, stage_cuts, metrics, ks, seq, ci, replacement, grid)
     if grid is None:
         dense = N <= DENSE_MAX
     else:

@@ -79,11 +79,17 @@ def check_target(target) -> str:
 
 
 def resolution_note(n_items, sample_size, k) -> str | None:
-    r"""The note for cut-offs below one kernel width, or ``None``: a sampled rank :math:`r` places the
-    global rank only to within about :math:`N/(n-1)` ranks (:math:`\mathbb E[r-1\mid R] =
-    (n-1)(R-1)/(N-1)`, Krichene & Rendle Eq. 20), so for :math:`K < N/(n-1)` every estimator's value of
-    a metric at :math:`K` comes from its prior or regulariser, not from the data. With per-user sizes
-    the largest :math:`n_u` counts, with per-user catalogue sizes the largest :math:`N_u`. Bad input gives ``None`` (the estimators' own checks report it)."""
+    r"""The note for cut-offs the sampled ranks do not resolve, or ``None``: a sampled rank :math:`r`
+    places the global rank only to within about :math:`N/(n-1)` ranks (:math:`\mathbb E[r-1\mid R] =
+    (n-1)(R-1)/(N-1)`, Krichene & Rendle Eq. 20), and the one resolution rule
+    (:func:`itemsampling.kernel.resolves`) asks for :math:`K \ge c\,N/(n-1)`, :math:`c` =
+    :data:`~itemsampling.kernel.RESOLVED`; below it every estimator's value of a metric at :math:`K`
+    comes from its prior or regulariser, not from the data. The advice "use n >= ..." is the smallest
+    :math:`n` the rule accepts for the smallest such :math:`K`: :math:`n = \lceil cN/K \rceil + 1`. With
+    per-user sizes the largest :math:`n_u` counts, with per-user catalogue sizes the largest :math:`N_u`.
+    Bad input gives ``None`` (the estimators' own checks report it)."""
+    from ..kernel import RESOLVED, resolves
+
     try:
         N = check_int(int(np.max(n_items)) if np.ndim(n_items) else n_items, "n_items", low=2)
         n = int(np.max(np.asarray(sample_size)))
@@ -93,15 +99,17 @@ def resolution_note(n_items, sample_size, k) -> str | None:
     if n < 2 or n > N:
         return None
     width = N / (n - 1.0)
-    low = sorted({x for x in ks if x < width})
+    low = sorted({x for x in ks if not resolves(N, n, x)})
     if not low:
         return None
-    need = int(np.ceil(N / low[0])) + 1
+    need = int(np.ceil(RESOLVED * N / low[0])) + 1
     larger = f"n >= {need} for K = {low[0]}" if need <= N else f"for K = {low[0]}, n = N: rank every item"
-    return (f"cut-off K = {', '.join(map(str, low))} is below one kernel width N/(n-1) = {width:.4g} (N = {N}, "
-            f"n = {n}): the sampled ranks cannot resolve the top {low[-1]} of {N} items, so the estimate is driven "
-            f"by the estimator's prior, not by the data. Use a larger sample size ({larger}) "
-            "or adaptive sampling (itemsampling.sampling.adaptive_sample_ranks).")
+    return (f"cut-off K = {', '.join(map(str, low))} is below the resolution rule K >= {RESOLVED:g} N/(n-1) = "
+            f"{RESOLVED * width:.4g} (N = {N}, n = {n}): the sampled ranks do not determine the metric at these "
+            f"cut-offs, so every point estimate there is the estimator's prior's, not the data's, and the interval "
+            f"is the identification bounds (the range the data allow). To resolve K: rank every item, rank every "
+            f"item for a random sample of users (itemsampling.evaluation.sampled_ranks(design='full', n_users=...)),"
+            f" sample adaptively (design='adaptive'), or use a larger sample size ({larger}).")
 
 
 def _warn_resolution(n_items, sample_size, k, methods) -> None:
