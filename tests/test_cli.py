@@ -129,7 +129,7 @@ def test_verdicts(tmp_path, capsys):
     (c,) = res["comparisons"]
     assert c["told_apart"] and c["low"] > 0 and c["verdict"] == "A > B"
     # the text report says the same
-    code, out, _ = _run(["estimate", same, "--n-items", N, "--sample-size", n, "--metric", "recall",
+    code, out, _ = _run(["estimate", same, "--n-items", N, "--sample-size", n, "--metric", "recall", "--k", 20,
                          "--n-boot", 30, "--method", "cls", "--quiet"], capsys)
     assert code == 0 and "cannot be told apart" in out and "paired" in out
 

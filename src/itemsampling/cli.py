@@ -195,18 +195,32 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     users = {m: table.users[m] for m in table.models}
     paired_any = len(table.models) > 1 and all(u is not None for u in users.values())
     t0 = time.perf_counter()
+    def resolved_by_any(k):
+        return any(resolves(int(np.max(pools[m])), table.sizes[m], k) for m in table.models)
+
+    plan = []
     for g, (group, kk) in enumerate(groups):
+        if kk is None or method in ("auto", "sampled") or interval != "kept":
+            plan.append((g, group, kk, True))
+            continue
+        # interval "kept": a cut-off no model resolves gets the identification bounds, so its bootstrap
+        # would be thrown away; only the point estimates are computed there (the same numbers)
+        boot = [k for k in kk if resolved_by_any(k)]
+        low = [k for k in kk if not resolved_by_any(k)]
+        plan += ([(g, group, boot, True)] if boot else []) + ([(g, group, low, False)] if low else [])
+    for g, group, kk, boot in plan:
         # one set of user resamples per model (jointly for models scored on the same users) serves
         # every metric, cut-off and pairwise comparison of the group (bootstrap_models)
         with warnings.catch_warnings():  # the resolution note is printed once, under the table
             warnings.simplefilter("ignore", ResolutionWarning)
-            res = bootstrap_models(table.ranks, pools, table.sizes, group, kk, method, ci=ci, n_boot=n_boot,
-                                   rng=np.random.default_rng([seed, g]), users=users if paired_any else None,
-                                   progress=say, **params)
+            res = (bootstrap_models(table.ranks, pools, table.sizes, group, kk, method, ci=ci, n_boot=n_boot,
+                                    rng=np.random.default_rng([seed, g]), users=users if paired_any else None,
+                                    progress=say, **params) if boot else
+                   _point_models(table, pools, group, kk, method, params, users if paired_any else None, say))
         for im, model in enumerate(table.models):
             r, n = table.ranks[model], table.sizes[model]
             raw = estimate_metrics(r, N, n, group, kk, ["sampled"])["sampled"]
-            if target == "test-users":
+            if target == "test-users" and boot:
                 say(f"      test-users intervals of {model} ({n_boot} parametric replicates)")
                 with warnings.catch_warnings():  # the resolution note is printed under the table
                     warnings.simplefilter("ignore", ResolutionWarning)
@@ -221,7 +235,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                 for j, k in enumerate(kk if kk is not None else [None]):
                     def pick(v, j=j):
                         return float(np.atleast_1d(v)[j])
-                    e = res.estimates[model][metric] if target == "population" else cond[metric]
+                    e = res.estimates[model][metric] if target == "population" or not boot else cond[metric]
                     rows.append({"model": model, "metric": metric, "k": k, "label": _label(metric, k),
                                  "estimate": pick(e.estimate), "low": pick(e.low), "high": pick(e.high),
                                  "sampled": pick(raw[metric]), "n_users": int(r.size)})
@@ -246,19 +260,26 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                     def pick(v, t=t):
                         return float(np.atleast_1d(v)[t])
                     lo, hi, d = pick(c.low), pick(c.high), pick(c.difference)
+                    if not boot:  # the difference's range from the two bounds (each at level ci)
+                        ra, rb = (next(x for x in rows if x["model"] == mo and x["metric"] == metric and x["k"] == k)
+                                  for mo in (a, b))
+                        lo, hi = ra["low"] - rb["high"], ra["high"] - rb["low"]
                     ident = method == "sampled" or all(
                         resolves(int(np.max(pools[x])), table.sizes[x], k) for x in (a, b))
                     apart = (lo > 0 or hi < 0) and ident
                     comparisons.append({
                         "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
-                        "difference": d, "low": lo, "high": hi, "p_value": pick(c.p_value),
+                        "difference": d, "low": lo, "high": hi,
+                        "p_value": pick(c.p_value) if boot else None,
                         "paired": c.paired, "told_apart": bool(apart), "identified": bool(ident),
                         "verdict": ((f"{a} > {b}" if d > 0 else f"{b} > {a}") if apart else
                                     "cannot be told apart" if ident else "not identified (K below the rule)"),
                     })
     order = {m: i for i, m in enumerate(table.models)}  # rows by model, then metric group as before
-    rows.sort(key=lambda row: order[row["model"]])
-    comparisons.sort(key=lambda c: (order[c["model_a"]], order[c["model_b"]]))
+    korder = {k: i for i, k in enumerate(ks + [None])}
+    morder = {m: i for i, m in enumerate(metrics)}
+    rows.sort(key=lambda row: (order[row["model"]], morder[row["metric"]], korder[row["k"]]))
+    comparisons.sort(key=lambda c: (order[c["model_a"]], order[c["model_b"]], morder[c["metric"]], korder[c["k"]]))
     say(f"      done in {time.perf_counter() - t0:.1f} s")
     return {
         "file": table.path,
@@ -283,6 +304,37 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
 # --------------------------------------------------------------------------------------------
 # output
 # --------------------------------------------------------------------------------------------
+
+def _point_models(table, pools, metrics, ks, method, params, users, say):
+    """What :func:`~itemsampling.estimators.bootstrap_models` returns, for cut-offs no model resolves under
+    ``interval="kept"``: each model's point estimates (:func:`~itemsampling.estimators.estimate_metrics`),
+    the intervals left to the identification bounds (:func:`_bounds_rows`) and the comparisons' differences
+    (their ranges from the two models' bounds): no bootstrap, whose intervals would be thrown away."""
+    from types import SimpleNamespace
+
+    from .estimators import estimate_metrics
+    from .estimators.bootstrap import MetricEstimate
+
+    nan = np.full(len(ks), np.nan)
+    estimates = {}
+    for model in table.models:
+        say(f"      {model}: point estimates at K = {', '.join(map(str, ks))} (below the resolution rule: the "
+            "interval is the identification bounds, no bootstrap)")
+        est = estimate_metrics(table.ranks[model], pools[model], table.sizes[model], metrics, ks, [method],
+                               **params)[method]
+        estimates[model] = {m: MetricEstimate(np.asarray(est[m]), nan, nan, float("nan"), 0, method) for m in metrics}
+    comparisons = {}
+    models = list(table.models)
+    for i, a in enumerate(models):
+        for b in models[i + 1:]:
+            paired = (users is not None and users[a] is not None and users[b] is not None
+                      and np.array_equal(np.sort(np.asarray(users[a]).astype(str)),
+                                         np.sort(np.asarray(users[b]).astype(str))))  # as bootstrap_models pairs
+            comparisons[(a, b)] = {m: SimpleNamespace(difference=estimates[a][m].estimate - estimates[b][m].estimate,
+                                                      low=nan, high=nan, p_value=nan, paired=bool(paired))
+                                   for m in metrics}
+    return SimpleNamespace(estimates=estimates, comparisons=comparisons)
+
 
 def _bounds_rows(rows, model, r, n_items, n, metrics, ks, ci, params, say) -> None:
     """``interval="kept"`` for one model's rows (:func:`itemsampling.estimators.api._kept`, the same rule):
@@ -350,6 +402,8 @@ def format_report(result: dict) -> str:
              "  " + "; ".join(f"{m}: M = {d['n_users']:,} users" for m, d in result["models"].items()),
              f"method {result['method']}" + (f" {result['parameters']}" if result["parameters"] else "")
              + (f", {pct} user-bootstrap percentile intervals from {result['n_boot']} replicates (seed {result['seed']})"
+                + ("; identification bounds where a row is not identified" if any(
+                    r.get("interval") == "bounds" for r in result["estimates"]) else "")
                 if result.get("target", "population") == "population" else
                 f", {pct} intervals for the test users' own metric (parametric bootstrap of the item sampling, "
                 f"{result['n_boot']} replicates, seed {result['seed']}); comparisons: user bootstrap"),
@@ -387,7 +441,13 @@ def format_report(result: dict) -> str:
                  f"[{c['low']:+.4f}, {c['high']:+.4f}]", "paired" if c["paired"] else "unpaired", c["verdict"]]
                 for c in result["comparisons"]]
         lines += _columns(header, body, numeric=(3, 4))
-        same = sum(not c["told_apart"] for c in result["comparisons"])
+        same = sum(not c["told_apart"] and c.get("identified", True) for c in result["comparisons"])
+        unknown = sum(not c.get("identified", True) for c in result["comparisons"])
+        if unknown:
+            lines += ["", f"{unknown} of {len(result['comparisons'])} comparisons are not identified: K lies below the "
+                          "resolution rule for at least one of the two models, so the sampled ranks do not say which "
+                          "model is better there whatever the interval; the interval of such a row is the difference "
+                          "of the two models' identification bounds."]
         if same:
             lines += ["", f"{same} of {len(result['comparisons'])} comparisons cannot be told apart: their "
                           f"{pct} interval contains 0, so these data do not say which model is better."]
