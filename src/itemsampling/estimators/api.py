@@ -17,7 +17,7 @@ from .._validation import as_rng
 from ..kernel import resolves
 from ..metrics import canonical_metric
 from .auto import AUTO_ONLY, AUTO_OPTIONS, auto_estimates, check_auto_params, check_interval
-from .bootstrap import bootstrap_metric, bootstrap_metrics
+from .bootstrap import MetricEstimate, bootstrap_metric, bootstrap_metrics
 from .bounds import identification_bounds
 from .conditional import conditional_metric, conditional_metrics
 from .estimate import METHODS, _check_nonempty, _point_metric, _point_metrics, _warn_resolution, check_target
@@ -179,6 +179,38 @@ def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, 
         one, several = conditional_metric, conditional_metrics
     else:
         one, several = bootstrap_metric, bootstrap_metrics
+    seq = np.ndim(k) > 0
+    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
+    N = int(np.max(n_items)) if np.ndim(n_items) else n_items
+    meths = [methods] if single or isinstance(methods, str) else list(methods)
+    mets = [metrics] if single or isinstance(metrics, str) else list(metrics)
+    try:
+        boot_ks = [kk for kk in ks if resolves(N, sample_size, kk)]
+    except (ValueError, TypeError):  # bad sizes: the estimators' own checks name them
+        boot_ks = ks
+    if interval == "kept" and len(boot_ks) < len(ks) and "sampled" not in meths:
+        # the unresolved cut-offs get the bounds: their bootstrap would be thrown away (point estimates only)
+        points = _point_metrics(sampled_ranks, n_items, sample_size, mets, ks, meths, params, warn=False)
+        boot = None
+        if boot_ks:
+            boot = several(sampled_ranks, n_items, sample_size, mets, boot_ks, meths, ci=ci, n_boot=n_boot, rng=rng,
+                           **params)
+        res = {}
+        for meth in meths:
+            res[meth] = {}
+            for m in mets:
+                est = np.atleast_1d(np.asarray(points[meth][m], dtype=float))
+                lo, hi = np.full(len(ks), np.nan), np.full(len(ks), np.nan)
+                if boot is not None:
+                    e = boot[meth][m]
+                    for jb, kk in enumerate(boot_ks):
+                        lo[ks.index(kk)] = np.atleast_1d(e.low)[jb]
+                        hi[ks.index(kk)] = np.atleast_1d(e.high)[jb]
+                conv = (lambda v: v) if seq else (lambda v: float(v[0]))
+                res[meth][m] = MetricEstimate(conv(est), conv(lo), conv(hi), float(ci), int(n_boot) if boot_ks else 0,
+                                              meth)
+        out = _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params)
+        return out[methods][metrics] if single else out
     res = (one if single else several)(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci,
                                        n_boot=n_boot, rng=rng, **params)
     if single:

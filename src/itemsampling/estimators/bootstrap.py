@@ -124,10 +124,14 @@ class MetricEstimate:
 
     def __repr__(self) -> str:
         if np.ndim(self.estimate) == 0:
+            if self.interval == "bounds":
+                return (f"MetricEstimate({self.method}: {self.estimate:.6g} (not identified: the estimator's prior's), "
+                        f"{100 * self.confidence:g}% identification bounds [{self.low:.6g}, {self.high:.6g}])")
             return (f"MetricEstimate({self.method}: {self.estimate:.6g}, {100 * self.confidence:g}% interval "
                     f"[{self.low:.6g}, {self.high:.6g}], n_boot={self.n_boot})")
         return (f"MetricEstimate(method={self.method!r}, estimate={self.estimate!r}, low={self.low!r}, "
-                f"high={self.high!r}, confidence={self.confidence}, n_boot={self.n_boot})")
+                f"high={self.high!r}, confidence={self.confidence}, n_boot={self.n_boot}, "
+                f"identified={self.identified!r}, interval={self.interval!r})")
 
 
 @dataclass(frozen=True, repr=False)
