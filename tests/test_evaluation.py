@@ -16,16 +16,19 @@ from itemsampling.estimators import estimate_metrics
 from itemsampling.evaluation import design_call, sampled_ranks
 from itemsampling.kernel import kernel_row
 
-# A tiny catalogue: N = 8 items, 4 users; user 0 excludes items 6 and 7 (pool of 6 with the target), user 1
-# excludes item 0, users 2 and 3 exclude nothing. Scores with ties (user 0: items 2 and 3 tie with item 4).
+# A tiny catalogue: N = 8 items, 5 users; user 0 excludes items 6 and 7 (pool of 6 with the target), user 1
+# excludes item 0, users 2 and 3 exclude nothing, user 4 excludes items 0..4 (pool {5, 6, 7}). Scores with
+# ties (user 0: items 2 and 3 tie with item 4). Decoys come by rejection for pools (less the target) of at
+# least N/2 items, by the position map for smaller ones (user 4): both paths are checked.
 N = 8
 S = np.array([
     [0.9, 0.1, 0.5, 0.5, 0.5, 0.3, 0.95, 0.99],
     [0.2, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.1],
     [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8],
     [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5],
+    [0.9, 0.9, 0.9, 0.9, 0.9, 0.2, 0.6, 0.7],
 ])
-EXCL = sp.csr_matrix(([1, 1, 1], ([0, 0, 1], [6, 7, 0])), shape=(4, N))
+EXCL = sp.csr_matrix(([1] * 8, ([0, 0, 1, 4, 4, 4, 4, 4], [6, 7, 0, 0, 1, 2, 3, 4])), shape=(5, N))
 
 
 def _brute_rank(u, t, pool):
@@ -78,16 +81,16 @@ def test_fixed_design_against_brute_force():
     """Every call: the target in column 0 then n - 1 decoys from the row's pool other than the target; the
     rank is 1 + decoys scoring strictly higher (a decoy tying with the target does not count); the table's
     pool sizes, sizes and scorings are the design's."""
-    users = np.array([0, 1, 2, 3, 0, 1])
-    targets = np.array([4, 2, 5, 3, 0, 1])
+    users = np.array([0, 1, 2, 3, 0, 1, 4, 4])
+    targets = np.array([4, 2, 5, 3, 0, 1, 6, 5])
     rec = Recorder()
-    tab = sampled_ranks(rec, users, targets, exclude=EXCL, n_items=N, design="fixed", sample_size=5, rng=3)
+    tab = sampled_ranks(rec, users, targets, exclude=EXCL, n_items=N, design="fixed", sample_size=3, rng=3)
     assert list(tab.columns) == ["user", "item", "rank", "sample_size", "n_items"]
     assert tab["user"].tolist() == users.tolist() and tab["item"].tolist() == targets.tolist()
-    assert tab["n_items"].tolist() == [6, 7, 8, 8, 6, 7] and (tab["sample_size"] == 5).all()
-    assert tab.attrs["scorings"] == 6 * 5 and tab.attrs["design"] == "fixed" and tab.attrs["replacement"] is True
+    assert tab["n_items"].tolist() == [6, 7, 8, 8, 6, 7, 3, 3] and (tab["sample_size"] == 3).all()
+    assert tab.attrs["scorings"] == 8 * 3 and tab.attrs["design"] == "fixed" and tab.attrs["replacement"] is True
     assert tab.attrs["call"] == ('sampled_ranks(score, users, targets, exclude=exclude, n_items=8, design="fixed", '
-                                 'sample_size=5, rng=seed)')
+                                 'sample_size=3, rng=seed)')
     (cu, items), = rec.calls
     assert cu.tolist() == users.tolist() and (items[:, 0] == targets).all()
     for b, (u, t) in enumerate(zip(users, targets)):
@@ -98,28 +101,31 @@ def test_fixed_design_against_brute_force():
     assert tab["rank"][3] == 1
 
 
-def test_decoys_are_uniform_over_the_pool():
-    """Decoys with replacement, uniform over the pool minus the target: 20,000 rows of user 0 (target 4,
-    pool {0..5}: decoys uniform on {0, 1, 2, 3, 5}), chi-square; repeated decoys occur (with replacement)."""
+@pytest.mark.parametrize("u,t,allowed", [(0, 4, [0, 1, 2, 3, 5]), (4, 6, [5, 7]), (2, 0, [1, 2, 3, 4, 5, 6, 7])])
+def test_decoys_are_uniform_over_the_pool(u, t, allowed):
+    """Decoys with replacement, uniform over the pool minus the target (by rejection for users 0 and 2, by the
+    position map for user 4, with no exclude at all for user 2), 20,000 rows, chi-square; repeated decoys
+    occur (with replacement)."""
     rec = Recorder()
     M = 20_000
-    sampled_ranks(rec, np.zeros(M, dtype=np.int64), np.full(M, 4), exclude=EXCL, n_items=N, sample_size=4, rng=0)
+    excl = None if u == 2 else EXCL
+    sampled_ranks(rec, np.full(M, u), np.full(M, t), exclude=excl, n_items=N, sample_size=3, rng=0)
     dec = np.concatenate([it[:, 1:].ravel() for _, it in rec.calls])
     counts = np.bincount(dec, minlength=N)
-    assert counts[[4, 6, 7]].sum() == 0
-    assert stats.chisquare(counts[[0, 1, 2, 3, 5]]).pvalue > 1e-3
+    assert counts[np.setdiff1d(np.arange(N), allowed)].sum() == 0
+    assert stats.chisquare(counts[allowed]).pvalue > 1e-3
     it = np.concatenate([it[:, 1:] for _, it in rec.calls])
     assert np.any(np.sort(it, axis=1)[:, 1:] == np.sort(it, axis=1)[:, :-1])
 
 
-@pytest.mark.parametrize("u,t", [(0, 4), (0, 0), (1, 3), (2, 2)])
+@pytest.mark.parametrize("u,t", [(0, 4), (0, 0), (1, 3), (2, 2), (4, 6)])
 def test_fixed_design_law_is_the_with_replacement_kernel(u, t):
     r"""Given the global rank R in the row's pool (brute force, ties to the target), the sampled rank's law is
     the binomial kernel P(r | R) at N_u (what estimate's default likelihood uses): chi-square over r, and an
     exact binomial test of P(r = 1) = (1 - theta)^(n - 1); the hypergeometric law (without replacement) is
     rejected where it differs."""
     pool = _pool(u)
-    R, Nu, n, M = _brute_rank(u, t, pool), len(pool), 5, 20_000
+    R, Nu, n, M = _brute_rank(u, t, pool), len(pool), 3, 20_000
     tab = sampled_ranks(Recorder(), np.full(M, u), np.full(M, t), exclude=EXCL, n_items=N, sample_size=n, rng=11)
     assert (tab["n_items"] == Nu).all()
     p = kernel_row(R, Nu, n, replacement=True)
@@ -186,8 +192,8 @@ def test_adaptive_design_stopping_rule_sizes_and_law():
 def test_full_design_is_exact_and_user_sampling_takes_whole_users():
     """Full ranking: the brute-force rank in the row's pool, sample_size = n_items = N_u, N scorings a row.
     With n_users: a uniform sample of that many distinct users, all their rows, ranks as in the full table."""
-    users = np.array([0, 1, 2, 3, 0, 1, 2, 0])
-    targets = np.array([4, 2, 5, 3, 0, 1, 7, 5])
+    users = np.array([0, 1, 2, 3, 0, 1, 2, 0, 4])
+    targets = np.array([4, 2, 5, 3, 0, 1, 7, 5, 6])
     tab = sampled_ranks(Recorder(), users, targets, exclude=EXCL, n_items=N, design="full")
     want = [_brute_rank(u, t, _pool(u)) for u, t in zip(users, targets)]
     assert tab["rank"].tolist() == want and (tab["sample_size"] == tab["n_items"]).all()
@@ -196,14 +202,14 @@ def test_full_design_is_exact_and_user_sampling_takes_whole_users():
     est = estimate_metrics(tab["rank"], tab["n_items"], tab["sample_size"], ["recall"], [2], ["sampled"])
     assert est["sampled"]["recall"][0] == pytest.approx(np.mean(np.array(want) <= 2))
     seen = set()
-    for seed in range(30):
+    for seed in range(80):
         sub = sampled_ranks(Recorder(), users, targets, exclude=EXCL, n_items=N, design="full", n_users=2, rng=seed)
         chosen = set(sub["user"])
         assert len(chosen) == 2 and sub.attrs["rows"].tolist() == np.flatnonzero(np.isin(users, list(chosen))).tolist()
         assert sub["rank"].tolist() == [want[i] for i in sub.attrs["rows"]]
         assert sub.attrs["call"].endswith('design="full", n_users=2, rng=seed)')
         seen.add(frozenset(chosen))
-    assert len(seen) == 6  # every pair of the 4 users turns up
+    assert len(seen) == 10  # every pair of the 5 users turns up
 
 
 def test_determinism_and_batches(monkeypatch):
@@ -211,9 +217,9 @@ def test_determinism_and_batches(monkeypatch):
     tiny BATCH_ENTRIES) still rank by brute force, and full ranking is unchanged by the batching."""
     rng = np.random.default_rng(0)
     M = 300
-    users = rng.integers(0, 4, M)
+    users = rng.integers(0, 5, M)
     targets = np.array([rng.choice([j for j in _pool(u)]) for u in users])
-    kw = dict(exclude=EXCL, n_items=N, sample_size=4, initial_size=2, max_size=4)
+    kw = dict(exclude=EXCL, n_items=N, sample_size=3, initial_size=2, max_size=2)
     for design in ("fixed", "adaptive", "full"):
         a = sampled_ranks(Recorder(), users, targets, design=design, rng=7, **kw)
         b = sampled_ranks(Recorder(), users, targets, design=design, rng=np.random.default_rng(7), **kw)
@@ -225,7 +231,7 @@ def test_determinism_and_batches(monkeypatch):
     monkeypatch.setattr(evaluation, "BATCH_ENTRIES", 5)
     rec = Recorder()
     small = sampled_ranks(rec, users, targets, design="fixed", rng=7, **kw)
-    assert len(rec.calls) == M and all(it.shape == (1, 4) for _, it in rec.calls)
+    assert len(rec.calls) == M and all(it.shape == (1, 3) for _, it in rec.calls)
     for b, (_, it) in enumerate(rec.calls):
         assert small["rank"][b] == 1 + np.sum(S[users[b], it[0, 1:]] > S[users[b], targets[b]])
     pd.testing.assert_frame_equal(full, sampled_ranks(Recorder(), users, targets, design="full", **kw))

@@ -47,7 +47,7 @@ stored score); :math:`N` per row (full: the whole catalogue is scored and the ex
 since one call takes one rectangular item array). ``score`` is called with at most
 :data:`BATCH_ENTRIES` pairs (at least one row); besides what ``score`` allocates, one batch holds about
 40 bytes per pair (the item ids, the decoy positions, the returned scores and the comparison mask),
-about 80 MiB. A progress bar (tqdm) appears on a terminal when a run lasts more than two seconds.
+about 80 MiB, and the decoy draw a 4 MiB mask of excluded items. A progress bar (tqdm) appears on a terminal when a run lasts more than two seconds.
 ``attrs["seconds"]`` and ``attrs["score_seconds"]`` give the wall time of the whole call and of the
 calls to ``score``: the difference is this function's own overhead
 (``benchmarks/bench_evaluation.py``).
@@ -168,17 +168,20 @@ def _batches(n_rows: int, width: int):
         yield lo, min(lo + step, n_rows)
 
 
-def _decoys(gen, X, n_items: int, users: np.ndarray, targets: np.ndarray, pools: np.ndarray, k: int) -> np.ndarray:
-    r"""``k`` decoys per row, uniform with replacement over the row's pool minus its target: position
-    :math:`j \sim U\{0..N_u - 2\}`, mapped to the :math:`j`-th allowed item. With the row's removed items
-    :math:`e_0 < e_1 < \dots` (excluded items and the target), the :math:`j`-th allowed item is
+#: Rows whose pool (less the target) holds at least this share of the catalogue draw their decoys by
+#: rejection against a dense mask; the others by the exact position map (both exact, see :func:`_decoys`).
+_REJECTION_SHARE = 0.5
+#: Bytes of the dense mask of excluded items built at once by the rejection draw (rows x N booleans).
+_MASK_BYTES = 1 << 22
+
+
+def _decoys_by_position(gen, X, n_items: int, users, targets, pools, k: int) -> np.ndarray:
+    r"""Position :math:`j \sim U\{0..N_u - 2\}`, mapped to the :math:`j`-th allowed item: with the row's
+    removed items :math:`e_0 < e_1 < \dots` (excluded items and the target), it is
     :math:`j + |\{p : e_p - p \le j\}|` (:math:`e_p - p` allowed items lie below :math:`e_p`); one
     ``searchsorted`` over the batch, rows kept apart by an offset of :math:`N + 1` per row."""
     b = users.size
     j = gen.integers(0, (pools - 1)[:, None], size=(b, k), dtype=np.int64)
-    if X is None:
-        j += j >= targets[:, None]
-        return j
     sub = X[users]
     counts = np.diff(sub.indptr)
     row = np.repeat(np.arange(b, dtype=np.int64), counts)
@@ -192,6 +195,54 @@ def _decoys(gen, X, n_items: int, users: np.ndarray, targets: np.ndarray, pools:
     above = np.searchsorted(row * (n_items + 1) + adj, (j + offset).ravel(), side="right").reshape(b, k)
     j += above - start[:, None]
     return j
+
+
+def _decoys_by_rejection(gen, X, n_items: int, users, targets, k: int) -> np.ndarray:
+    """Uniform items of the catalogue, each redrawn while it is excluded or the target (a uniform draw
+    conditioned on the pool less the target is uniform on it); the rows in chunks whose dense mask of
+    removed items takes at most ``_MASK_BYTES``. For rows whose pool is at least half the catalogue, so
+    that each round at least halves the draws left."""
+    b = users.size
+    out = np.empty((b, k), dtype=np.int64)
+    step = min(b, max(1, _MASK_BYTES // n_items))
+    mask = np.zeros(step * n_items, dtype=bool)  # reused: each chunk sets its entries and clears them after
+    for lo in range(0, b, step):
+        hi = min(lo + step, b)
+        c = hi - lo
+        sub = X[users[lo:hi]]
+        base = np.arange(c, dtype=np.int64) * n_items
+        removed = np.concatenate([np.repeat(base, np.diff(sub.indptr)) + sub.indices, base + targets[lo:hi]])
+        mask[removed] = True
+        x = gen.integers(0, n_items, size=(c, k), dtype=np.int64)
+        flat = x.ravel()
+        bad = np.flatnonzero(mask[(x + base[:, None]).ravel()])
+        while bad.size:
+            flat[bad] = gen.integers(0, n_items, size=bad.size, dtype=np.int64)
+            bad = bad[mask[flat[bad] + base[bad // k]]]
+        mask[removed] = False
+        out[lo:hi] = x
+    return out
+
+
+def _decoys(gen, X, n_items: int, users: np.ndarray, targets: np.ndarray, pools: np.ndarray, k: int) -> np.ndarray:
+    """``k`` decoys per row, uniform with replacement over the row's pool less its target. Without
+    ``exclude``: a position j in 0..N - 2, shifted past the target. With it: rows whose pool less the
+    target holds at least half the catalogue by rejection (:func:`_decoys_by_rejection`, cheaper), the
+    others by the position map (:func:`_decoys_by_position`); both exact."""
+    if X is None:
+        j = gen.integers(0, (pools - 1)[:, None], size=(users.size, k), dtype=np.int64)
+        j += j >= targets[:, None]
+        return j
+    dense = (pools - 1) >= _REJECTION_SHARE * n_items
+    if dense.all():
+        return _decoys_by_rejection(gen, X, n_items, users, targets, k)
+    if not dense.any():
+        return _decoys_by_position(gen, X, n_items, users, targets, pools, k)
+    out = np.empty((users.size, k), dtype=np.int64)
+    d, p = np.flatnonzero(dense), np.flatnonzero(~dense)
+    out[d] = _decoys_by_rejection(gen, X, n_items, users[d], targets[d], k)
+    out[p] = _decoys_by_position(gen, X, n_items, users[p], targets[p], pools[p], k)
+    return out
 
 
 def _progress(total: int, desc: str):
