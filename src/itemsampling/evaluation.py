@@ -402,11 +402,13 @@ def sampled_ranks(score, users, targets, *, exclude=None, n_items, design="fixed
                 b = hi - lo
                 items = np.broadcast_to(np.arange(N, dtype=np.int64), (b, N))
                 s = scorer(rows[sl], u[sl], items)
-                greater = s > s[np.arange(b), t[sl]][:, None]
-                if X is not None:
+                tgt = s[np.arange(b), t[sl]]
+                greater = np.count_nonzero(s > tgt[:, None], axis=1)
+                if X is not None:  # the excluded items that score above the target leave the count
                     sub = X[u[sl]]
-                    greater[np.repeat(np.arange(b), np.diff(sub.indptr)), sub.indices] = False
-                ranks[sl] = 1 + np.count_nonzero(greater, axis=1)
+                    r_idx = np.repeat(np.arange(b), np.diff(sub.indptr))
+                    greater -= np.bincount(r_idx[s[r_idx, sub.indices] > tgt[r_idx]], minlength=b)
+                ranks[sl] = 1 + greater
                 bar.update(b)
         sizes[:] = pools
     table = pd.DataFrame({"user": u, "item": t, "rank": ranks, "sample_size": sizes, "n_items": pools})
