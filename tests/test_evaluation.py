@@ -325,3 +325,24 @@ def test_every_bad_input_is_refused_naming_the_argument_and_the_row():
     _bad("n_users must be >= 1", design="full", n_users=0)
     _bad("rng must be a non-negative integer seed", sample_size=3, rng=-1)
     _bad("rng must be None, a non-negative integer seed", sample_size=3, rng=1.5)
+
+
+def test_the_table_is_the_file_estimate_reads(tmp_path, capsys):
+    """Written as CSV, a table of one row per user goes through `estimate` as it is (the item column recognised
+    and unused): the ranks, per-user sizes and pools read back are the table's."""
+    from itemsampling.cli import main
+    from itemsampling.inputs import read_rank_file
+
+    users = np.arange(5)
+    targets = np.array([4, 2, 5, 3, 6])
+    tab = sampled_ranks(Recorder(), users, targets, exclude=EXCL, n_items=N, design="adaptive", initial_size=2,
+                        max_size=2, rng=0)
+    path = tmp_path / "ranks.csv"
+    tab.to_csv(path, index=False)
+    got = read_rank_file(str(path), None, None)
+    (model,) = got.models
+    assert got.ranks[model].tolist() == tab["rank"].tolist()
+    assert np.broadcast_to(got.sizes[model], len(tab)).tolist() == tab["sample_size"].tolist()
+    assert got.pools[model].tolist() == tab["n_items"].tolist() and got.n_items == tab["n_items"].max()
+    assert main(["estimate", str(path), "--metric", "recall", "--k", "1", "--n-boot", "20"]) == 0
+    assert "Recall@1" in capsys.readouterr().out

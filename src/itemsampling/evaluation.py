@@ -35,7 +35,9 @@ first size), exactly the law of :func:`itemsampling.sampling.adaptive_sample_ran
 the stopping rule depends only on :math:`r_u`, so the likelihood is the fixed-size kernel at
 :math:`n_u` (TORS Eq. 43). Read the tables with :func:`itemsampling.estimators.estimate_metrics`
 (``table.rank, table.n_items, table.sample_size``, default ``replacement=True``), or ``python -m
-itemsampling estimate`` on the written file. A design ``"full"`` table has ``sample_size = n_items``
+itemsampling estimate`` on the table written to a file (``table.to_csv(path, index=False)``; the command
+takes one row per user and model, so with several held-out items per user drop the ``user`` column,
+which only pairs two models' rows). A design ``"full"`` table has ``sample_size = n_items``
 (:math:`n_u = N_u`, the exact rank): its metric is the plain mean over rows, method ``"sampled"``; the
 rank-distribution estimators would treat it as :math:`N_u - 1` decoys drawn with replacement.
 
