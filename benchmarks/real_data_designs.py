@@ -18,7 +18,8 @@ Usage::
 Each row's pool is every item but the user's training items and other test items (``exclude``). The
 models are the package's own: ``svd<d>``, PureSVD of rank d (:mod:`itemsampling.catalogue`: the top d
 right singular vectors V of the binary training matrix, scores x_u V V^T), and ``popular`` (training
-counts). The scorer takes the gathered item factors (``einsum``) for a sampled design and one matrix
+counts), and ``als<d>``, :class:`itemsampling.models.ALS` with d factors and its defaults (Krichene &
+Rendle's lambda = 10, alpha = 0.2, 15 iterations, one thread). The scorer takes the gathered item factors (``einsum``) for a sampled design and one matrix
 product when asked for the whole catalogue (``design="full"``).
 
 Designs, each through ``sampled_ranks``: ``full`` on every row (the truth); ``fixed`` (99 uniform decoys,
@@ -135,9 +136,21 @@ def scorer(name: str, X: sp.csr_matrix, rng: np.random.Generator):
             return pop[items]
 
         return score
-    d = int(re.fullmatch(r"svd([1-9][0-9]*)", name).group(1))
-    V = _item_factors(X.astype(np.float32), d, rng)
-    P = np.asarray(X @ V, dtype=np.float32)
+    als = re.fullmatch(r"als([1-9][0-9]*)", name)
+    if als:
+        import pandas as pd
+
+        from itemsampling.models import ALS
+
+        coo = X.tocoo()
+        train = pd.DataFrame({"user": coo.row.astype(np.int64), "item": coo.col.astype(np.int64)})
+        fitted = ALS(factors=int(als.group(1)), rng=rng, num_threads=1).fit(train, n_items=N, n_users=X.shape[0])
+        P = fitted.user_factors_.astype(np.float32)
+        V = fitted.item_factors_.astype(np.float32)
+    else:
+        d = int(re.fullmatch(r"svd([1-9][0-9]*)", name).group(1))
+        V = _item_factors(X.astype(np.float32), d, rng)
+        P = np.asarray(X @ V, dtype=np.float32)
 
     def score(users, items):
         if items.shape[1] == N and items.strides[0] == 0:  # the whole catalogue: one product

@@ -705,8 +705,11 @@ def format_plan(plan: EvaluationPlan) -> str:
                else f"the most accurate design{among} within {plan.budget:,.0f} item scorings")
         lines.append(f"Chosen: {plan.chosen.label} ({why}).")
         each = " for each model" if plan.compare else ""
-        est = ("" if plan.chosen.estimator is None else
-               f", then estimate_metrics(table.rank, table.n_items, table.sample_size, ..., [\"{plan.chosen.estimator}\"])")
+        e = plan.chosen.estimator
+        opts = "".join(f", {k_}={v!r}" for k_, v in _EST_PARAMS.get(e, {}).items()) if e else ""
+        est = ("" if e is None else
+               f", then estimate_metrics(table.rank, table.n_items, table.sample_size, [\"{plan.metric}\"], "
+               f"[{plan.k}], [\"{e}\"]{opts})")
         lines.append(f"Run it{each} with itemsampling.evaluation: table = {plan.chosen.call}{est}.")
     source = "the worst case over the fits above" if several else "the rank distribution above"
     lines.append(f"Half-widths are predictions from {source} (simulated through the sampling "
