@@ -17,10 +17,10 @@ Usage::
 
 Each row's pool is every item but the user's training items and other test items (``exclude``). The
 models are the package's own: ``svd<d>``, PureSVD of rank d (:mod:`itemsampling.catalogue`: the top d
-right singular vectors V of the binary training matrix, scores x_u V V^T), and ``popular`` (training
-counts), and ``als<d>``, :class:`itemsampling.models.ALS` with d factors and its defaults (Krichene &
-Rendle's lambda = 10, alpha = 0.2, 15 iterations, one thread). The scorer takes the gathered item factors (``einsum``) for a sampled design and one matrix
-product when asked for the whole catalogue (``design="full"``).
+right singular vectors V of the binary training matrix, scores x_u V V^T); ``popular`` (training counts);
+``als<d>``, :class:`itemsampling.models.ALS` with d factors and its defaults (Krichene & Rendle's
+lambda = 10, alpha = 0.2; 15 iterations, one thread). The scorer gathers the item factors (``einsum``)
+for a sampled design and takes one matrix product when asked for the whole catalogue (``design="full"``).
 
 Designs, each through ``sampled_ranks``: ``full`` on every row (the truth); ``fixed`` (99 uniform decoys,
 n = 100, the common protocol, and n = 500); ``adaptive`` (TORS Algorithm 1, n0 = 100, n_max = 3,200);
