@@ -16,7 +16,7 @@ from itemsampling.estimators.auto import SMOOTH_FITS, AutoSelection, draw_valida
 from itemsampling.metrics import metric_function
 from itemsampling.plan import (
     _user_half_width, _users_for_margin, beta_rank_distribution, format_plan, normal_error_quantile, pilot_resolves,
-    plan_evaluation, resolving_pilot_size,
+    plan_evaluation, resolving_pilot_size, worst_case_users,
 )
 from itemsampling.sampling import sample_ranks
 
@@ -201,11 +201,13 @@ def test_pilot_half_width_is_the_worst_case_over_the_plausible_fits(tmp_path, ca
     for d in plan.designs:
         assert set(d.half_widths) == set(fits)
         assert d.half_width == max(d.half_widths.values()) and all(d.half_width >= h for h in d.half_widths.values())
-        if d.design != "full ranking":
+        if d.design != "full ranking" and d.worst_case is None:
             assert d.half_widths[d.fit] == d.half_width
-        if d.design == "user sampling":
+        if d.design == "user sampling" and d.worst_case is None:
             for f in fits:
                 assert d.half_widths[f] == pytest.approx(_user_half_width(plan.user_sds[f], d.users, Mi, Z95), rel=1e-12)
+        if d.worst_case is not None:  # the pilot (n = 50) does not resolve K = 10: sized by the worst case
+            assert d.fit is None and set(d.half_widths.values()) == {_user_half_width(0.5, d.users, Mi, Z95)}
     item = {d.estimator: d for d in plan.designs if d.design == "item sampling"}
     assert len(set(item["mle"].half_widths.values())) == len(fits)  # a simulation per fit, not one copied
     again = plan_evaluation(Ni, Mi, "recall", 10, rng=5, **kw)
@@ -281,37 +283,134 @@ def test_resolving_pilot_size_is_the_smallest_n0_with_k_at_least_resolved_kernel
     assert pilot_resolves(1000, 2, None)  # the whole list
 
 
-def test_a_pilot_below_the_resolution_recommends_full_ranking_only(tmp_path, capsys):
-    """N = 1,000, a pilot at n = 50 resolves K >= 2 N/49 = 40.8, not K = 10: every sampled design is listed
-    with its half-width but not identified, only full ranking is chosen (margin) or nothing (a budget below
-    it), the note names the pilot size that resolves K (201); the single-fit plan (the plan before) and a
-    prior are unaffected; with compare one unresolved pilot is enough."""
+def test_a_pilot_below_the_resolution_identifies_only_designs_that_do_not_rest_on_it(tmp_path, capsys):
+    """N = 1,000, a pilot at n = 50 resolves K >= 2 N/49 = 40.8, not K = 10: the designs whose prediction rests
+    on P(R) at the top are listed with their half-width but not identified; full ranking and user sampling
+    sized by the worst-case variance 1/4 are identified, and the cheapest meeting the margin is chosen (the
+    worst-case size of TORS Eq. 47 with the finite-population correction); the note names the pilot size that
+    resolves K (201); a budget below the identified designs chooses nothing; the single-fit plan (the plan
+    before) and a prior are unaffected; with compare one unresolved pilot is enough (variance 1/2, Eq. 52); the
+    chosen design's sampled_ranks call is printed."""
     Ni, Mi = 1000, 600
     _, r = _pilot("0.6", Ni, 300, 50, 2)
     kw = dict(pilot=r, sample_size=50, rng=5, sizes=(20,), estimators=("bv",), adaptive=(20, 20), n_sim=5)
     plan = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, **kw)
-    assert plan.chosen.design == "full ranking"
-    assert [d.identified for d in plan.designs] == [d.design == "full ranking" for d in plan.designs]
-    assert any(d.half_width <= 0.2 for d in plan.designs if d.design != "full ranking")  # would have been chosen
+    m = worst_case_users("recall", 10, Mi, 0.2)
+    assert m == _users_for_margin(0.5, Mi, Z95, 0.2) and 2 <= m < Mi // 16
+    worst = [d for d in plan.designs if d.worst_case is not None]
+    assert sorted(d.users for d in worst) == sorted({m, Mi // 16, Mi // 4, Mi // 2})
+    for d in worst:
+        assert d.design == "user sampling" and d.worst_case == "variance <= 0.25" and d.identified
+        assert d.half_width == _user_half_width(0.5, d.users, Mi, Z95) and d.cost == d.users * Ni
+    assert [d.identified for d in plan.designs] == [d.design == "full ranking" or d.worst_case is not None
+                                                    for d in plan.designs]
+    assert plan.chosen.worst_case is not None and plan.chosen.users == m
     assert "n >= 201 (1 + 2 N/K)" in plan.unresolved and "= 40.8, and K = 10" in plan.unresolved
     assert plan.to_dict()["designs"][1]["identified"] is False and plan.to_dict()["unresolved"] == plan.unresolved
     text = format_plan(plan)
     assert text.count("Not identified: ") == 1 and "(not identified)" in text
-    assert "Chosen: full ranking, all 600 users (the only design the pilot identifies)." in text
+    assert (f"Chosen: user sampling, {m} users fully ranked (worst case: variance <= 0.25) (the cheapest design the "
+            "pilot identifies meeting the margin 0.2).") in text
+    assert (f'Run it with itemsampling.evaluation: table = sampled_ranks(score, users, targets, exclude=exclude, '
+            f'n_items=1000, design="full", n_users={m}, rng=seed).') in text
     single = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, pilot_fits="mle", **kw)
     assert single.unresolved == "" and single.chosen.design != "full ranking"
-    below = plan_evaluation(Ni, Mi, "recall", 10, budget=Mi * Ni / 2, **kw)
+    assert not any(d.worst_case for d in single.designs)
+    below = plan_evaluation(Ni, Mi, "recall", 10, budget=m * Ni - 1, **kw)
     assert below.chosen is None and "No design the pilot identifies fits within" in format_plan(below)
     prior = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, rng=5, prior=(0.6, 3.0), sizes=(20,),
                             estimators=("bv",), adaptive=(20, 20), n_sim=5)
     assert prior.unresolved == "" and all(d.identified for d in prior.designs)
     both = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, compare=(1.0, 3.0), **kw)
-    assert both.chosen.design == "full ranking" and both.unresolved == plan.unresolved
+    m2 = _users_for_margin(math.sqrt(0.5), Mi, Z95, 0.2)
+    assert both.unresolved == plan.unresolved.replace("0.25", "0.5") and both.chosen.worst_case == "variance <= 0.5"
+    assert both.chosen.users == m2 == worst_case_users("recall", 10, Mi, 0.2, compare=True) and both.chosen.cost == 2 * m2 * Ni
     path = tmp_path / "pilot.csv"
     path.write_text("rank\n" + "\n".join(map(str, r)) + "\n")
     assert main(["plan", "--n-items", str(Ni), "--n-users", str(Mi), "--pilot", str(path), "--sample-size", "50",
                  "--margin", "0.2", "--sizes", "20", "--estimators", "bv", "--n-sim", "5", "--seed", "5"]) == 0
-    assert capsys.readouterr().out.count("Not identified: ") == 1
+    out = capsys.readouterr().out
+    assert out.count("Not identified: ") == 1 and f'design="full", n_users={m}, rng=seed)' in out
+
+
+def test_adaptive_designs_are_judged_at_their_own_resolution():
+    """From the pilot at n = 50 (not resolving K = 10 at N = 1,000), an adaptive design with n_max = 320
+    resolves K (2 N/319 = 6.3 <= 10) and is identified, one with n_max = 160 (12.6 > 10) is not; a margin
+    only the adaptive design and full ranking meet chooses the adaptive one, with its call."""
+    Ni, Mi = 1000, 600
+    _, r = _pilot("0.6", Ni, 300, 50, 2)
+    kw = dict(pilot=r, sample_size=50, rng=5, sizes=(20,), estimators=("bv",), n_sim=5)
+    for nmax, identified in ((160, False), (320, True)):
+        plan = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, adaptive=(20, nmax), **kw)
+        ad, = [d for d in plan.designs if d.design == "adaptive item sampling"]
+        assert ad.identified is identified and ad.sample_size == nmax
+        assert ad.call == ('sampled_ranks(score, users, targets, exclude=exclude, n_items=1000, design="adaptive", '
+                           f'initial_size=20, max_size={nmax}, rng=seed)')
+    ad, = [d for d in plan.designs if d.design == "adaptive item sampling"]
+    cheaper = [d for d in plan.designs if d.identified and d.half_width <= 0.2 and d.cost < ad.cost]
+    assert plan.chosen == min([d for d in plan.designs if d.identified and d.half_width <= 0.2],
+                              key=lambda d: (d.cost, d.half_width))
+    assert (plan.chosen == ad) == (not cheaper)
+
+
+def test_every_design_names_its_sampled_ranks_call():
+    """Full ranking, user sampling, item sampling, adaptive and user + item sampling each carry the
+    sampled_ranks call that runs them (design, sizes, n_users)."""
+    plan = plan_evaluation(N, M, "recall", 10, margin=0.05, rng=0, sizes=(20, 50), estimators=("bv",),
+                           adaptive=(20, 40), n_sim=5)
+    calls = {d.design: set() for d in plan.designs}
+    for d in plan.designs:
+        calls[d.design].add(d.call)
+        assert d.call.startswith("sampled_ranks(score, users, targets, exclude=exclude, n_items=400, ")
+        want = {"full ranking": 'design="full")', "user sampling": f'design="full", n_users={d.users}, rng=seed)',
+                "item sampling": f'design="fixed", sample_size={d.sample_size}, rng=seed)',
+                "adaptive item sampling": 'design="adaptive", initial_size=20, max_size=40, rng=seed)',
+                "user + item sampling": f'design="fixed", sample_size={d.sample_size}, n_users={d.users}, rng=seed)'}
+        assert d.call.endswith(want[d.design]), d.call
+    assert set(calls) == {"full ranking", "user sampling", "item sampling", "adaptive item sampling",
+                          "user + item sampling"}
+    assert all(x["call"] == d.call for x, d in zip(plan.to_dict()["designs"], plan.designs))
+
+
+def test_worst_case_user_sampling_size_against_a_simulation():
+    """The worst-case user-sampling size meets the margin whatever the rank distribution. Recall (variance
+    <= 1/4, TORS Eq. 47 with the finite-population correction): 1,068 users of an infinite population at
+    e = 0.03 (Eq. 47's 1,067.07 rounded up), and in a population of M = 4,000 users half of whom hit (the
+    worst case, p = 1/2) m users drawn without replacement hold the mean within e in 95% of 20,000
+    simulated draws (binomial test), more where p = 0.1. NDCG (Hoeffding, Eq. 48): ceil(ln(40) / (2 e^2)) =
+    2,050 at e = 0.03 for an infinite population; the m of M = 4,000 (users drawn without replacement) hold
+    the mean of a two-point and of a spread population within e in at least 95% of the draws."""
+    from itemsampling.plan import worst_case_user_bound
+
+    assert worst_case_users("recall", 10, 10**12, 0.03) == 1068 == users.sample_size(0.03)
+    assert worst_case_users("hr", 10, 10**12, 0.01) == 9604
+    assert worst_case_users("ndcg", 10, 10**12, 0.03) == math.ceil(math.log(40) / (2 * 0.03**2)) == 2050
+    assert worst_case_user_bound("precision", 5) == ("variance", 0.1)
+    assert worst_case_user_bound("ap", 5, compare=True) == ("hoeffding", 2.0)
+    g = np.random.default_rng(0)
+    Mp, e, reps = 4000, 0.03, 20_000
+    m = worst_case_users("recall", 10, Mp, e)
+    assert m == _users_for_margin(0.5, Mp, Z95, e) and 800 < m < 1068
+    for p, exact in ((0.5, True), (0.1, False)):
+        good = int(p * Mp)
+        hits = g.hypergeometric(good, Mp - good, m, size=reps)  # users who hit among m drawn without replacement
+        covered = int(np.sum(np.abs(hits / m - good / Mp) <= e))
+        if exact:  # the worst case: the size is what Eq. 47 promises, not more
+            assert stats.binomtest(covered, reps, 0.95).pvalue > 1e-3, covered / reps
+        else:
+            assert covered / reps > 0.99
+    # fewer users at p = 1/2 miss: m / 2 users cover clearly less than 95%
+    hits = g.hypergeometric(Mp // 2, Mp // 2, m // 2, size=reps)
+    assert np.mean(np.abs(hits / (m // 2) - 0.5) <= e) < 0.9
+    mh = worst_case_users("ndcg", 10, Mp, e)
+    assert mh == min(2050, Mp)
+    two_point = np.r_[np.ones(Mp // 2), np.zeros(Mp // 2)]
+    spread = 1.0 / np.log2(1 + g.integers(1, 40, Mp))  # NDCG-like values in (0, 1]
+    for values in (two_point, spread):
+        T = values.mean()
+        means = np.array([values[g.choice(Mp, mh, replace=False)].mean() for _ in range(2000)])
+        covered = int(np.sum(np.abs(means - T) <= e))
+        assert stats.binomtest(covered, 2000, 0.95, alternative="less").pvalue > 1e-3
 
 
 def test_a_pilot_that_resolves_the_cut_off_plans_as_before():

@@ -12,6 +12,7 @@ Modules: :mod:`~itemsampling.kernel` (P(r | R)), :mod:`~itemsampling.metrics`,
 :mod:`~itemsampling.theory`, :mod:`~itemsampling.mapping` (f(k) mapping functions),
 :mod:`~itemsampling.estimators` (corrected metrics and rank-distribution estimators),
 :mod:`~itemsampling.data`, :mod:`~itemsampling.models`, :mod:`~itemsampling.ranking`,
+:mod:`~itemsampling.evaluation` (sampled ranks of your own model by a design),
 :mod:`~itemsampling.experiments`, :mod:`~itemsampling.book`, :mod:`~itemsampling.plotting`,
 :mod:`~itemsampling.run`. The heavier ones are imported on first use.
 """
@@ -22,7 +23,7 @@ from . import kernel, metrics, sampling  # noqa: F401
 from ._validation import ResolutionWarning  # noqa: F401  (estimates at K below one kernel width)
 from ._version import __version__  # noqa: F401
 
-_LAZY = {"theory", "mapping", "estimators", "data", "models", "ranking", "experiments", "book", "plotting", "run"}
+_LAZY = {"theory", "mapping", "estimators", "data", "models", "ranking", "evaluation", "experiments", "book", "plotting", "run"}
 
 
 def __getattr__(name):

@@ -29,13 +29,15 @@ __all__ = ["COLUMN_ALIASES", "FORMATS", "WEIGHTED_COLUMNS", "WEIGHTED_OPTIONAL",
            "WeightedModel", "WeightedTable", "MAX_ITEMS", "read_rank_file", "read_weighted_file", "read_weighted_table",
            "k_value", "seed_value"]
 
-#: Accepted header names for each role, first = canonical.
+#: Accepted header names for each role, first = canonical. ``item`` (the held-out item's id, the column
+#: :func:`itemsampling.evaluation.sampled_ranks` writes) is recognised and not used by the estimates.
 COLUMN_ALIASES = {
     "rank": ("rank", "sampled_rank", "r"),
     "sample_size": ("sample_size", "n"),
     "n_items": ("n_items", "pool_size"),
     "model": ("model",),
     "user": ("user", "user_id"),
+    "item": ("item", "item_id"),
 }
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet"}

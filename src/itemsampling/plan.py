@@ -71,23 +71,39 @@ agree). So the plan takes the largest; the guide's Table G.5b measures what that
 truth is known. With ``pilot_fits="mle"`` the single MLE fit is used instead (the plan before; kept
 so that the two can be set side by side).
 
-**A pilot that does not resolve the cut-off recommends full ranking only.** A pilot of sampled ranks
-at size :math:`n_0` *resolves* the cut-off :math:`K` when :math:`K \ge c\,N/(n_0 - 1)`, :math:`c` =
-:data:`itemsampling.kernel.RESOLVED` (the rule of ``method="auto"``'s interval; a metric over
+**A pilot that does not resolve the cut-off identifies only the designs that do not rest on it.** A pilot
+of sampled ranks at size :math:`n_0` *resolves* the cut-off :math:`K` when :math:`K \ge c\,N/(n_0 - 1)`,
+:math:`c` = :data:`itemsampling.kernel.RESOLVED` (the rule of ``method="auto"``'s interval; a metric over
 the whole list, ``k=None``, counts as resolved). Below it the metric is not identified by the pilot
 (Chapter 7; :mod:`itemsampling.estimators.bounds`: rank distributions that differ only in how they
 spread the mass inside the top kernel width give the same sampled-rank law up to sampling error, and
 metrics at :math:`K` far apart), so no fit of the pilot knows :math:`P(R)` at ranks :math:`\le K`,
 and every prediction that depends on it - an item-sampling design's bias, user sampling's per-user
 spread of :math:`F(R)` - is a guess that the worst case over the fits does not bound (the guide's
-Table G.5b shows the single-fit plan missing there). So, with ``pilot_fits="plausible"``, every design
-but full ranking is still simulated and listed with its half-width but marked not identified
-(:attr:`Design.identified` ``False``), none of them is chosen (under ``margin`` or ``budget``), and
+Table G.5b shows the single-fit plan missing there). So, with ``pilot_fits="plausible"``, those designs
+are still simulated and listed with their half-widths but marked not identified
+(:attr:`Design.identified` ``False``) and never chosen (under ``margin`` or ``budget``). Identified, and
+chosen by the usual rule among themselves:
+
+* full ranking;
+* **user sampling sized by the worst case** (:func:`worst_case_user_bound`, :func:`worst_case_users`),
+  which needs no rank distribution at all: per-user variance :math:`\le 1/4` for Recall / HR (TORS
+  Eq. 45-47 at :math:`p = 1/2`, with the finite-population correction), Hoeffding's bound (Eq. 48) for
+  NDCG, AP and AUC, bounded in :math:`[0, 1]`; at the margin's size and at :math:`M/16, M/4, M/2`
+  (:attr:`Design.worst_case` names the bound);
+* **adaptive designs judged at their own resolution**: one whose :math:`n_{max}` resolves :math:`K`
+  (:func:`itemsampling.kernel.resolves` at :math:`n_{max}`) produces sampled ranks that identify the
+  metric, whatever the pilot; its half-width is still the simulation under the pilot's fits.
+
 :attr:`EvaluationPlan.unresolved` says why: the pilot's resolution, :math:`K`, and the smallest pilot
-size that resolves it, :math:`n_0 \ge 1 + cN/K` (:func:`resolving_pilot_size`); rank everything, or
-take a larger pilot. With ``compare`` every pilot must resolve :math:`K`. A ``prior`` is a stated
-distribution, not an estimate, and is unaffected; so is ``pilot_fits="mle"``, the plan before, kept
-for the comparison.
+size that resolves it, :math:`n_0 \ge 1 + cN/K` (:func:`resolving_pilot_size`). With ``compare`` one
+unresolved pilot is enough. A ``prior`` is a stated distribution, not an estimate, and is unaffected; so
+is ``pilot_fits="mle"``, the plan before, kept for the comparison.
+
+**Every design names its run.** :attr:`Design.call` is the :func:`itemsampling.evaluation.sampled_ranks`
+call that runs it on a reader's model (``design="full"`` for full ranking and, with ``n_users``, user
+sampling; ``"fixed"`` with ``sample_size`` for item sampling, with ``n_users`` too for user + item
+sampling; ``"adaptive"`` with ``initial_size`` and ``max_size``); ``format_plan`` prints the chosen one's.
 
 With ``compare`` and two pilots, each model's fits give their own populations and runs (the cost
 grows with the sum of the fits, not their product); the difference's error under a *pair* of fits
@@ -112,12 +128,15 @@ from scipy import optimize, stats
 
 from ._validation import ResolutionWarning, as_rng, check_int, check_open_unit, check_ranks, check_real
 from .inputs import InputError, k_value, read_rank_file, seed_value
+from .evaluation import design_call
 from .kernel import RESOLVED, resolves
 from .metrics import canonical_metric, metric_function
 from .sampling import adaptive_sample_ranks, adaptive_sampling_cost, adaptive_sizes, sample_ranks
+from .users import hoeffding_margin
 
 __all__ = ["Design", "EvaluationPlan", "plan_evaluation", "beta_rank_distribution", "normal_error_quantile",
-           "pilot_resolves", "resolving_pilot_size", "DEFAULT_SIZES", "DEFAULT_ESTIMATORS", "PILOT_FITS"]
+           "pilot_resolves", "resolving_pilot_size", "worst_case_user_bound", "worst_case_users",
+           "DEFAULT_SIZES", "DEFAULT_ESTIMATORS", "PILOT_FITS"]
 
 #: Sampled-set sizes tried by default (those below N).
 DEFAULT_SIZES = (50, 100, 200, 500)
@@ -136,7 +155,7 @@ def _params(methods) -> dict:
 
 @dataclass(frozen=True)
 class Design:
-    """One design with its predicted half-width and cost.
+    r"""One design with its predicted half-width and cost.
 
     ``design`` is ``"full ranking"``, ``"user sampling"``, ``"item sampling"``,
     ``"adaptive item sampling"`` or ``"user + item sampling"``; ``users`` the users evaluated
@@ -147,8 +166,12 @@ class Design:
     fit of :math:`P(R)` (with ``compare`` the pair of fits, ``"A:f, B:g"``) under which the half-width
     is the largest, and ``half_widths`` the half-width under each fit (``half_width`` is their maximum;
     module docstring). With a prior or ``pilot_fits="mle"`` there is one fit (``"prior"``, ``"mle"``).
-    ``identified`` is ``False`` for a design other than full ranking planned from a pilot that does not
-    resolve the cut-off (module docstring): listed, never chosen.
+    ``identified`` is ``False`` for a design whose prediction needs :math:`P(R)` at ranks :math:`\le K`
+    planned from a pilot that does not resolve the cut-off (module docstring): listed, never chosen.
+    ``worst_case`` names the bound of a user-sampling design sized without any rank distribution
+    (:func:`worst_case_user_bound`; ``None`` otherwise). ``call`` is the
+    :func:`itemsampling.evaluation.sampled_ranks` call that runs the design on a reader's model (for each
+    model with ``compare``).
     """
 
     design: str
@@ -162,13 +185,16 @@ class Design:
     fit: str | None = None
     half_widths: dict = field(default_factory=dict, hash=False)
     identified: bool = True
+    worst_case: str | None = None
+    call: str = ""
 
     @property
     def label(self) -> str:
         if self.design == "full ranking":
             return f"full ranking, all {self.users:,} users"
         if self.design == "user sampling":
-            return f"user sampling, {self.users:,} users fully ranked"
+            return (f"user sampling, {self.users:,} users fully ranked"
+                    + ("" if self.worst_case is None else f" (worst case: {self.worst_case})"))
         if self.design == "adaptive item sampling":
             return (f"adaptive item sampling, n0 = {self.initial_size}, nmax = {self.sample_size}, "
                     f"{self.users:,} users, {self.estimator}")
@@ -275,6 +301,78 @@ def _users_for_margin(sd, M, z, margin):
     while m > 1 and _user_half_width(sd, m - 1, M, z) <= margin:
         m -= 1
     return m
+
+
+def worst_case_user_bound(metric: str, k, compare: bool = False) -> tuple[str, float]:
+    r"""The bound on user sampling's error that needs no rank distribution, for a metric's per-user values
+    :math:`x_u = F(R_u)` (TORS Sec. 7):
+
+    * Recall / HR@K, :math:`x_u \in \{0, 1\}`: :math:`\mathrm{Var}\,x_u = p(1-p) \le 1/4` (TORS Eq. 45-47 at
+      :math:`p = 1/2`), so ``("variance", 1/2)``, the worst-case standard deviation; Precision@K,
+      :math:`x_u \in \{0, 1/K\}`: standard deviation :math:`\le 1/(2K)`;
+    * NDCG, AP / RR, AUC: values in :math:`[0, 1]` but not two-valued, where the normal approximation at the
+      worst-case variance is least safe: Hoeffding's bound (TORS Eq. 48) for values in an interval of
+      length 1, ``("hoeffding", 1)``; it holds for users drawn without replacement too (Hoeffding 1963,
+      Sec. 6).
+
+    With ``compare`` (the difference of two models): the two-valued metrics take TORS Eq. 52's variance
+    :math:`2p(1-p) \le 1/2` (the plan's assumption of independent models), standard deviation
+    :math:`\sqrt{1/2}` (:math:`\sqrt2/(2K)` for Precision); Hoeffding the interval :math:`[-1, 1]`, length 2."""
+    name = canonical_metric(metric)
+    factor = math.sqrt(2.0) if compare else 1.0
+    if name == "recall":
+        return "variance", 0.5 * factor
+    if name == "precision" and k is not None:
+        return "variance", 0.5 * factor / k
+    return "hoeffding", 2.0 if compare else 1.0
+
+
+def _worst_case_text(kind: str, value: float, compare: bool) -> str:
+    if kind == "variance":
+        return f"variance <= {value * value:.4g}"
+    return f"Hoeffding, values in [{-1 if compare else 0}, 1]"
+
+
+def _worst_case_half_width(kind, value, m, M, z, confidence):
+    if m >= M:
+        return 0.0
+    if kind == "variance":
+        return _user_half_width(value, m, M, z)
+    return hoeffding_margin(m, confidence, value)
+
+
+def worst_case_users(metric: str, k, n_users: int, margin: float, confidence: float = 0.95,
+                     compare: bool = False) -> int:
+    r"""Fewest of the :math:`M` users whose full ranking meets ``margin`` at ``confidence`` under the bound of
+    :func:`worst_case_user_bound`, whatever the rank distribution: for a variance bound :math:`\sigma^2`,
+    TORS Eq. 46-47, :math:`m_0 = \sigma^2 (z_{\alpha/2}/e)^2`, with the finite-population correction of
+    the plan's user sampling (so 1,068 users of an infinite population for Recall at :math:`e = 0.03`, 95 %);
+    for Hoeffding (Eq. 48), :math:`m = \lceil (b-a)^2 \ln(2/\alpha) / (2e^2) \rceil`. At most :math:`M`
+    (:math:`m = M` is full ranking)."""
+    M = check_int(n_users, "n_users", low=1)
+    e = check_real(margin, "margin", low=0.0, low_open=True)
+    conf = check_open_unit(confidence, "confidence", "a confidence level", ", e.g. 0.95")
+    kind, value = worst_case_user_bound(metric, k, compare)
+    if kind == "variance":
+        return _users_for_margin(value, M, float(stats.norm.ppf(1.0 - (1.0 - conf) / 2.0)), e)
+    m = math.ceil(value * value * math.log(2.0 / (1.0 - conf)) / (2.0 * e * e) * (1 - 1e-12))
+    while m > 1 and hoeffding_margin(m - 1, conf, value) <= e:
+        m -= 1
+    while hoeffding_margin(m, conf, value) > e:
+        m += 1
+    return min(max(m, 1), M)
+
+
+def _call(d: Design, N: int) -> str:
+    """The sampled_ranks call of a design (:func:`itemsampling.evaluation.design_call`)."""
+    if d.design == "full ranking":
+        return design_call("full", n_items=N)
+    if d.design == "user sampling":
+        return design_call("full", n_users=d.users, n_items=N)
+    if d.design == "adaptive item sampling":
+        return design_call("adaptive", initial_size=d.initial_size, max_size=d.sample_size, n_items=N)
+    return design_call("fixed", sample_size=d.sample_size, n_items=N,
+                       n_users=d.users if d.design == "user + item sampling" else None)
 
 
 def _mixed_variance(A, sd, m, M):
@@ -514,19 +612,39 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         add_item_designs("adaptive item sampling", errs, nmax, "mle", float(np.mean(spent)), n0)
     if compare is not None:  # both models are scored: twice the item scorings
         designs = [replace(d, cost=2.0 * d.cost) for d in designs]
-    # a pilot that does not resolve the cut-off: the sampled designs are not identified (module docstring)
+    # a pilot that does not resolve the cut-off: the designs whose prediction needs P(R) at ranks <= K are not
+    # identified; user sampling sized by the worst case, and adaptive designs whose n_max resolves K, are
+    # (module docstring)
     pilots = [x for x in (pilot, compare) if x is not None and not (isinstance(x, tuple) and len(x) == 2)]
     unresolved = ""
     if pilots and pilot_fits == "plausible" and not pilot_resolves(N, sample_size, k):
         need = resolving_pilot_size(N, k)
         larger = (f"a pilot at n >= {need:,} (1 + {RESOLVED:g} N/K)" if need <= N else
                   f"no sampled pilot (it would need n >= {need:,} > N)")
+        kind, value = worst_case_user_bound(metric, k, compare is not None)
+        bound = _worst_case_text(kind, value, compare is not None)
+        ms_w = {m for m in fractions if 2 <= m < M}
+        if margin is not None:
+            ms_w.add(worst_case_users(metric, k, M, margin, conf, compare is not None))
+        worst_designs = []
+        for m in sorted(m for m in ms_w if m < M):
+            hw = _worst_case_half_width(kind, value, m, M, z, conf)
+            # the bound holds under every fit: the same half-width under each, and no fit it rests on
+            worst_designs.append(Design("user sampling", m, None, None, hw, float(m) * N, fit=None,
+                                        half_widths={names[sc]: hw for sc in scen}, worst_case=bound))
+        if compare is not None:
+            worst_designs = [replace(d, cost=2.0 * d.cost) for d in worst_designs]
         unresolved = (f"the pilot at n = {sample_size} resolves cut-offs K >= {RESOLVED:g} N/(n - 1) = "
                       f"{RESOLVED * N / (sample_size - 1):.1f}, and K = {k} is below it: no fit of the pilot knows "
-                      f"P(R) at ranks <= K, so every sampled design's half-width is a guess (not identified); "
-                      f"only full ranking is recommended. Rank everything, or plan from {larger}, which resolves "
-                      f"K = {k}.")
-        designs = [d if d.design == "full ranking" else replace(d, identified=False) for d in designs]
+                      f"P(R) at ranks <= K, so every design whose half-width rests on it (item sampling's bias, user "
+                      f"sampling's per-user spread) is a guess (not identified). Identified: full ranking; user "
+                      f"sampling sized by the worst case ({bound}), which needs no rank distribution; adaptive "
+                      f"designs whose n_max resolves K (their own ranks identify it; their half-width is still "
+                      f"simulated under the pilot's fits). For the other designs rank everything, or plan from "
+                      f"{larger}, which resolves K = {k}.")
+        designs = [d if d.design == "full ranking" or (d.design == "adaptive item sampling" and resolves(N, d.sample_size, k))
+                   else replace(d, identified=False) for d in designs] + worst_designs
+    designs = [replace(d, call=_call(d, N)) for d in designs]
     plan = EvaluationPlan(N, M, metric, k, conf, margin, budget, source, compare is not None, truth, sd, designs,
                           fits=fits, fit_tests=fit_tests, fallback=fallback,
                           truths={names[sc]: v for sc, v in truth_s.items()},
@@ -582,10 +700,17 @@ def format_plan(plan: EvaluationPlan) -> str:
         lines.append(f"No design meets the margin {plan.margin:g}: only full ranking of all users does "
                      "better than the table; widen the margin or rank everything.")
     elif plan.chosen is not None:
-        why = ("the only design the pilot identifies" if plan.unresolved else
-               f"the cheapest design meeting the margin {plan.margin:g}" if plan.margin is not None
-               else f"the most accurate design within {plan.budget:,.0f} item scorings")
+        among = " the pilot identifies" if plan.unresolved else ""
+        why = (f"the cheapest design{among} meeting the margin {plan.margin:g}" if plan.margin is not None
+               else f"the most accurate design{among} within {plan.budget:,.0f} item scorings")
         lines.append(f"Chosen: {plan.chosen.label} ({why}).")
+        each = " for each model" if plan.compare else ""
+        e = plan.chosen.estimator
+        opts = "".join(f", {k_}={v!r}" for k_, v in _EST_PARAMS.get(e, {}).items()) if e else ""
+        est = ("" if e is None else
+               f", then estimate_metrics(table.rank, table.n_items, table.sample_size, [\"{plan.metric}\"], "
+               f"[{plan.k}], [\"{e}\"]{opts})")
+        lines.append(f"Run it{each} with itemsampling.evaluation: table = {plan.chosen.call}{est}.")
     source = "the worst case over the fits above" if several else "the rank distribution above"
     lines.append(f"Half-widths are predictions from {source} (simulated through the sampling "
                  "kernel, each design run --n-sim times); see the guide's 'Planning an evaluation'.")
