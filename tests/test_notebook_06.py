@@ -250,6 +250,61 @@ def test_variance_claim_and_share_at_rank_one(results):
     assert results["ch06_var_verdict"] == expected
 
 
+def _holm_signs(diffs, ses, reps):
+    """Signs of the differences Holm's step-down rejects at 5 % (t test, reps - 1 degrees of freedom
+    below 30 repeats, normal from 30), by hand."""
+    def p(d, s):
+        if s == 0:
+            return 1.0 if d == 0 else 0.0
+        return 2 * (stats.t.sf(abs(d / s), reps - 1) if reps < 30 else stats.norm.sf(abs(d / s)))
+    pv = [p(d, s) for d, s in zip(diffs, ses)]
+    signs = [0] * len(pv)
+    for k, i in enumerate(sorted(range(len(pv)), key=lambda i: pv[i])):
+        if pv[i] > 0.05 / (len(pv) - k):
+            break
+        signs[i] = int(np.sign(diffs[i]))
+    return signs
+
+
+def test_winner_order_and_bv_gap_recomputed(results):
+    """The findings box's winner order: totals from the per-repeat estimates, neighbours told apart by a
+    paired t test over the repeats with Holm; and BV 0.1's estimated gap between the two leaders."""
+    models, R = PARAMS["models"], PARAMS["n_repeats"]
+    keys = list(results["ch06_winner_counts"])
+    per = {}
+    for key in keys:
+        truth = max(models, key=lambda m: results["ch06_exact"][m][key])
+        for meth in results["ch06_winner_counts"][key]:
+            est = np.array([results["ch06_estimates"][m][meth][key] for m in models])
+            hit = np.array(models)[np.argmax(est, axis=0)] == truth
+            per[meth] = per.get(meth, 0) + hit.astype(int)
+    totals = results["ch06_winner_totals"]
+    assert totals == {meth: int(v.sum()) for meth, v in per.items()}
+    # the page's column order (CLS, BV by gamma, then the distribution methods) breaks ties, as in the notebook
+    order = sorted(["CLS", "BV 0.1", "BV 0.01", "MLE", "MLE*", "WMLE", "MES"], key=lambda meth: -totals[meth])
+    steps = [per[a] - per[b] for a, b in zip(order, order[1:])]
+    want = _holm_signs([d.mean() for d in steps], [d.std(ddof=1) / np.sqrt(R) for d in steps], R)
+    assert results["ch06_winner_order_strict"] == want
+    assert results["ch06_winner_order"].startswith(f"{order[0]} {totals[order[0]]} ")
+    assert f"out of {len(keys) * R:,}" in results["ch06_winner_order"]
+    lead, second = results["ch06_lead"], results["ch06_second"]
+    a = 100 * np.array(results["ch06_estimates"][lead]["BV 0.1"]["10/Recall"])
+    b = 100 * np.array(results["ch06_estimates"][second]["BV 0.1"]["10/Recall"])
+    gap = results["ch06_bv01_gap"]
+    assert gap["exact"] == pytest.approx(100 * (results["ch06_exact"][lead]["10/Recall"]
+                                                - results["ch06_exact"][second]["10/Recall"]), abs=1e-10)
+    assert gap["bv01"] == pytest.approx(a.mean() - b.mean(), abs=1e-10)
+    assert gap["se"] == pytest.approx(np.hypot(a.std(ddof=1), b.std(ddof=1)) / np.sqrt(R), abs=1e-10)
+
+
+def test_no_verdict_from_a_non_rejection(results):
+    """Defect 10 of issue 40: not rejecting an exponent is reported as such, never as 'favours'."""
+    for key in ("ch06_eta_intro_text", "ch06_eta_slope_text", "ch06_find_eta"):
+        assert "favour" not in results[key]
+    assert "cannot tell it apart" in results["ch06_eta_intro_text"] or "rejects the exponents" in results["ch06_eta_intro_text"]
+    assert "none" not in results["ch06_var_text"].split()
+
+
 def _parabola_vertex(x, y):
     """Vertex of the parabola through three points (Lagrange form, unequal spacing)."""
     (x0, x1, x2), (y0, y1, y2) = x, y
@@ -296,10 +351,12 @@ def test_eta_rule_table_recomputed(results):
     for m, ys in best_log.items():
         assert results["ch06_eta_slopes"][m]["slope"] == pytest.approx(np.polyfit(lx, ys, 1)[0], abs=1e-9)
     assert results["ch06_eta_slope_mean"] == pytest.approx(np.mean([v["slope"] for v in results["ch06_eta_slopes"].values()]))
-    # a cost counts where the excess exceeds the t quantile (eta_repeats - 1 degrees of freedom) of standard errors
-    q = stats.t.ppf(0.975, J - 1) if J < 30 else stats.norm.ppf(0.975)
+    # a cost counts where a t test (eta_repeats - 1 degrees of freedom) on the excess rejects, Holm over a
+    # rule's cells (a k-of-m count without Holm would count chance rejections)
     for lab, key in (("η(100/n)²", "quadratic"), ("η/n", "tors"), ("η fixed", "aaai")):
-        assert results[f"ch06_eta_cost_{key}"] == sum(row[lab] > q * row[lab + " se"] for row in table.values())
+        exc = [row[lab] for row in table.values()]
+        se = [row[lab + " se"] for row in table.values()]
+        assert results[f"ch06_eta_cost_{key}"] == _holm_signs(exc, se, J).count(1)
     # the eta each scaling needs: log10 a* (mean over models) minus log10 of the scaling's factor at n
     factor = {"quadratic": lambda n: (100 / n) ** 2, "tors": lambda n: 1 / n, "aaai": lambda n: 1.0}
     for key, f in factor.items():
