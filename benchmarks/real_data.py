@@ -81,10 +81,6 @@ def _user_lines(path: Path, count_prefixed: bool = False):
 def load(path: Path):
     """``(train, test_pool, files)``: the interactions (original ids), the held-out candidates per user
     (``None``: hold one out of each user's interactions), and the files read."""
-    try:  # the package's dispatcher, where it exists
-        from itemsampling.data import load_interactions  # noqa: F401
-    except ImportError:
-        load_interactions = None
     path = Path(path)
     if path.is_dir() and (path / "train.txt").exists():
         files = [path / "train.txt"] + ([path / "test.txt"] if (path / "test.txt").exists() else [])
