@@ -218,3 +218,39 @@ def test_coverage_on_a_small_grid(design):
     for target, c in covered.items():
         p = stats.binomtest(c, reps, 0.95, alternative="less").pvalue
         assert p > 0.01, (target, c)
+
+
+def test_the_default_interval_below_and_above_the_rule():
+    """estimate_metric(s) with ci: below the rule (K < 2 N/(n-1)) every method's interval is exactly the
+    identification bounds and the row is not identified; above it, exactly the bootstrap's interval;
+    interval="bootstrap" keeps the bootstrap below the rule too, still marked not identified."""
+    import warnings
+
+    from itemsampling.estimators import estimate_metric, estimate_metrics
+    from itemsampling.estimators.bootstrap import bootstrap_metric
+
+    N, n, M = 400, 40, 800  # the rule: K >= 2 x 400/39 = 20.5
+    g = np.random.default_rng(11)
+    R = np.minimum(N, 1 + np.floor(N * g.beta(0.4, 1.0, size=M)).astype(int))
+    r = sample_ranks(R, N, n, rng=g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        e = estimate_metric(r, N, n, "ndcg", [10, 30], "mle", ci=0.9, n_boot=30, rng=1)
+        b = identification_bounds(r, N, n, ["ndcg"], 10, ci=0.9)
+        boot = bootstrap_metric(r, N, n, "ndcg", [30], "mle", ci=0.9, n_boot=30, rng=1)
+        assert list(e.identified) == [False, True] and list(e.interval) == ["bounds", "bootstrap"]
+        assert (e.low[0], e.high[0]) == pytest.approx((b.low["ndcg"], b.high["ndcg"]), abs=1e-12)
+        assert (e.low[1], e.high[1]) == pytest.approx((boot.low[0], boot.high[0]), abs=1e-12)
+        assert e.estimate[0] == pytest.approx(estimate_metric(r, N, n, "ndcg", 10, "mle"))
+        # every method shares the one set of bounds below the rule
+        both = estimate_metrics(r, N, n, ["ndcg"], 10, ["bv", "cls"], ci=0.9, n_boot=30, rng=1, gamma=0.1)
+        for meth in ("bv", "cls"):
+            assert both[meth]["ndcg"].interval == "bounds" and both[meth]["ndcg"].identified is False
+            assert (both[meth]["ndcg"].low, both[meth]["ndcg"].high) == pytest.approx((b.low["ndcg"], b.high["ndcg"]))
+        # the estimator's own bootstrap on request, still not identified
+        eb = estimate_metric(r, N, n, "ndcg", 10, "mle", ci=0.9, n_boot=30, rng=1, interval="bootstrap")
+        ref = bootstrap_metric(r, N, n, "ndcg", 10, "mle", ci=0.9, n_boot=30, rng=1)
+        assert eb.interval == "bootstrap" and eb.identified is False and (eb.low, eb.high) == (ref.low, ref.high)
+        assert "not identified" in repr(e.__class__(e.estimate[0], e.low[0], e.high[0], 0.9, 30, "mle", False, "bounds"))
+        with pytest.raises(ValueError, match="interval"):
+            estimate_metric(r, N, n, "ndcg", 10, "mle", ci=0.9, interval="wide")
