@@ -114,13 +114,38 @@ def test_adaptive_against_fixed_reproducible_and_parallel():
         assert np.array_equal(one[m]["adaptive"], two[m]["adaptive"])
         assert all(np.array_equal(one[m]["fixed"][k], two[m]["fixed"][k]) for k in C.TABLE5_FIXED)
         assert np.all((5 <= one[m]["mean_size"]) & (one[m]["mean_size"] <= 40))
-    # repeat j of model i is the draw of seed [5, i, j]: recompute model b's second repeat
-    ad, fx, size = C._one_table5_repeat(ranks["b"], N, 5, 40, 20, ks, [5, 1, 1], 0.01, 0.01, None)
+    # repeat j: the adaptive draw of adaptive_seed(5, R, N, j), the fixed one of the same key ending in 0
+    d = C.adaptive_seed(5, ranks["b"], N, 1)[1]
+    seeds = ([5, d, 1, 1], [5, d, 1, 0])
+    assert seeds[0] == C.adaptive_seed(5, ranks["b"].tolist(), N, 1)  # a digest of the values, not the array object
+    assert C.adaptive_seed(5, ranks["b"], N, 1) != C.adaptive_seed(5, ranks["a"], N, 1)
+    assert C.adaptive_seed(5, ranks["b"], N, 1) != C.adaptive_seed(5, ranks["b"], N + 1, 1)
+    ad, fx, size = C._one_table5_repeat(ranks["b"], N, 5, 40, 20, ks, seeds, 0.01, 0.01, None)
     from itemsampling.metrics import metric_curve
 
     truth = metric_curve(ranks["b"], "recall", ks, n_items=N)
     assert one["b"]["adaptive"][1] == pytest.approx(C.relative_error([ad], truth)[0], rel=1e-12)
     assert one["b"]["mean_size"][1] == size
+
+
+@pytest.mark.filterwarnings("ignore:cut-off K")
+def test_chapters_8_and_9_draw_the_same_adaptive_samples():
+    """Issue 40, defect 26: Table 8.5 (adaptive_against_fixed) and Tables 9.3-9.4 (user_against_item)
+    printed different adaptive MLE errors for the same ranks and sizes, from different random draws.
+    The adaptive draw is keyed on the ranks, so the two functions give the same errors and sizes,
+    whatever the position of the model in their lists."""
+    g = np.random.default_rng(3)
+    N = 300
+    ranks = {"a": 1 + np.floor((N - 1) * g.beta(0.3, 1.2, size=500)).astype(np.int64),
+             "b": 1 + np.floor((N - 1) * g.beta(0.5, 1.2, size=500)).astype(np.int64)}
+    ks = np.arange(1, 11)
+    t5 = C.adaptive_against_fixed(ranks, N, 5, 40, 20, 4, ks, rng=7, grid=False)
+    ua = C.user_against_item({"b": ranks["b"], "a": ranks["a"]}, N, [20], 5, 40, [100], 200, 4, ks,
+                             metrics=["recall"], rng=7, grid=False)
+    for m in ranks:
+        assert np.allclose(t5[m]["adaptive"], ua[m]["errors"]["recall"]["adaptive MLE"], rtol=1e-12, atol=0)
+        assert np.array_equal(t5[m]["mean_size"], ua[m]["adaptive_size"])
+    assert not np.array_equal(t5["a"]["adaptive"], t5["b"]["adaptive"])
 
 
 def _beta_ranks(N, M, shapes, seed=0):
@@ -154,7 +179,7 @@ def test_user_against_item_is_the_straightforward_loop():
                 for m in both:
                     assert errs[m][f"item {n}"][j] == pytest.approx(
                         100 * np.mean(np.abs(est[m] - truth[m]) / truth[m]), rel=1e-12)
-            g = np.random.default_rng([seed, i, j, 2])
+            g = np.random.default_rng(C.adaptive_seed(seed, R, N, j))  # the draws of adaptive_against_fixed
             ra, sa = adaptive_sample_ranks(R, N, 5, 40, g)
             est = estimate_metrics(ra, N, sa, both, ks, ["mle"], grid=False)["mle"]
             assert errs["ndcg"]["adaptive MLE"][j] == pytest.approx(

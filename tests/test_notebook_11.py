@@ -128,6 +128,12 @@ def test_validation_table(results, replay):
 def test_bounds_coverage_sweep_cli(results, replay):
     for row in results["ch11_bounds"].values():
         assert row["lower bound"] <= row["uniform kernel"] + 1e-9 <= row["upper bound"] + 2e-9
+    # Table 11.2 shows the mean estimate over the draws: exact x (1 + mean relative error)
+    errs = results["ch11_rel_err_per_draw"]
+    for key, row in results["ch11_table_mean"].items():
+        for c, v in row.items():
+            if c != "exact":
+                assert v == pytest.approx(row["exact"] * (1 + np.mean(errs[f"{key}/{c}"]) / 100), rel=1e-9)
     reps = PARAMS["coverage_repeats"]
     hits = results["ch11_coverage_hits"]
     assert set(hits) == {NAME[m] for m in PARAMS["models"]}
@@ -170,5 +176,11 @@ def test_bounds_coverage_sweep_cli(results, replay):
         np.testing.assert_allclose([pt["mean"], pt["low"], pt["high"]], [x.mean(), x.mean() - h, x.mean() + h], rtol=1e-9)
     assert results["ch11_cli_status"] == 0
     assert results["ch11_cli_estimate"] == pytest.approx(results["ch11_cli_api_estimate"], rel=1e-12)
+    # issue 40, defect 32: the command's "uniform kernel" is Table 11.3's mean-pool column of the same model
+    last = NAME[PARAMS["models"][-1]]
+    assert results["ch11_cli_uniform"] == pytest.approx(results["ch11_bounds"][last]["uniform kernel, mean pool"],
+                                                        rel=1e-9)
+    assert results["ch11_uniform_pool_last"] == results["ch11_bounds"][last]["uniform kernel, mean pool"]
+    assert results["ch11_uniform_mle_last"] == results["ch11_table"][f"{last}/popularity"]["MLE (uniform kernel)"]
     p, _ = replay[(PARAMS["models"][-1], "popularity")]
     assert results["ch11_cli_rows"] == p.size == p.shape[0] * (PARAMS["sample_size"] - 1)

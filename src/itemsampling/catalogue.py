@@ -38,7 +38,8 @@ from .estimators.grid import _single_blas_thread
 from .metrics import metric_curve
 from .sampling import adaptive_sample_ranks, sample_ranks
 
-__all__ = ["catalogue_ranks", "catalogue_split", "user_against_item", "estimate_draws", "CATALOGUE_MODELS"]
+__all__ = ["catalogue_ranks", "catalogue_split", "user_against_item", "estimate_draws", "adaptive_seed",
+           "CATALOGUE_MODELS"]
 
 #: The default models at catalogue scale.
 CATALOGUE_MODELS = ("popular", "svd4", "svd16", "svd64", "svd128")
@@ -178,13 +179,26 @@ def relative_error(estimates, truth) -> np.ndarray:
     return 100 * np.mean(np.abs(est[:, keep] - t[keep]) / t[keep], axis=1)
 
 
+def adaptive_seed(seed: int, ranks, n_items: int, repeat: int) -> list[int]:
+    """The seed of repeat ``repeat``'s adaptive draw (TORS Algorithm 1) on one model's global
+    ``ranks`` in a catalogue of ``n_items``: ``[seed, d, repeat, 1]``, ``d`` a 62-bit digest of
+    ``(n_items, ranks)``. It is keyed on the ranks, not on the model's position in a list, so
+    :func:`adaptive_against_fixed` (chapter 8, Table 8.5) and :func:`user_against_item` (chapter 9,
+    Tables 9.3-9.4) draw the *same* adaptive samples, and print the same adaptive MLE errors, for
+    the same seed, ranks and sizes."""
+    import hashlib
+
+    R = np.ascontiguousarray(np.asarray(ranks, dtype="<i8"))
+    h = hashlib.sha256(np.int64(n_items).tobytes() + R.tobytes()).digest()
+    return [int(seed), int.from_bytes(h[:8], "little") >> 2, int(repeat), 1]
+
+
 def _one_table5_repeat(R, N, n0, n_max, n_fix, ks, seed, gamma, eta, grid):
     """One repeat of :func:`adaptive_against_fixed` for one model: (adaptive Recall@K, {fixed
-    estimator: Recall@K}, average adaptive size)."""
-    gen = np.random.default_rng(seed)
-    ra, sa = adaptive_sample_ranks(R, N, n0, n_max, gen)
+    estimator: Recall@K}, average adaptive size). ``seed`` is ``(adaptive seed, fixed-size seed)``."""
+    ra, sa = adaptive_sample_ranks(R, N, n0, n_max, np.random.default_rng(seed[0]))
     ad = est.estimate_metric(ra, N, sa, "recall", ks, "mle", grid=grid)
-    r = sample_ranks(R, N, n_fix, gen)
+    r = sample_ranks(R, N, n_fix, np.random.default_rng(seed[1]))
     res = est.estimate_metrics(r, N, n_fix, ["recall"], ks, list(TABLE5_FIXED.values()), gamma=gamma, eta=eta,
                                grid=grid)
     return ad, {lab: res[meth]["recall"] for lab, meth in TABLE5_FIXED.items()}, float(sa.mean())
@@ -208,8 +222,12 @@ def adaptive_against_fixed(global_ranks, n_items: int, initial_size: int, max_si
     estimators unless the kernel exceeds 2 GiB; ``True``: the catalogue-scale grid, which agrees
     with the dense estimators to about 1e-8 and is 10x faster at N = 25,815, n = 500).
 
-    Repeat ``j`` of the ``i``-th model draws from ``numpy.random.default_rng([seed, i, j])``
-    (``rng``: a non-negative int seed, or a Generator from which one is drawn), so the result does
+    Repeat ``j`` of a model with ranks ``R`` draws its adaptive sample from
+    ``numpy.random.default_rng(adaptive_seed(seed, R, N, j))`` and its fixed-size sample from
+    ``default_rng(adaptive_seed(seed, R, N, j)[:3] + [0])``: keyed on the ranks, not on the model's
+    position, so :func:`user_against_item` draws the same adaptive samples and two catalogues run
+    with one seed draw independently (``rng``: a non-negative int seed, or a Generator from which
+    one is drawn), so the result does
     not depend on ``n_jobs``, the number of worker processes (joblib; 1 runs in this process), nor on
     the Dask cluster that runs the repeats when ``$ITEMSAMPLING_SCHEDULER`` names one
     (:func:`itemsampling._parallel.parallel_map`; ``python -m itemsampling.run ... --scheduler``).
@@ -224,8 +242,9 @@ def adaptive_against_fixed(global_ranks, n_items: int, initial_size: int, max_si
     seed = int(rng.integers(2**62)) if isinstance(rng, np.random.Generator) else check_int(rng, "rng", low=0)
     tasks = [(i, j) for i in range(len(global_ranks)) for j in range(n_repeats)]
     ranks = [np.asarray(R) for R in global_ranks.values()]
-    args = [(ranks[i], N, int(initial_size), int(max_size), int(fixed_size), ks, [seed, i, j], gamma, eta, grid)
-            for i, j in tasks]
+    keys = [adaptive_seed(seed, ranks[i], N, j) for i, j in tasks]
+    args = [(ranks[i], N, int(initial_size), int(max_size), int(fixed_size), ks, (key, key[:3] + [0]), gamma, eta,
+             grid) for (i, j), key in zip(tasks, keys)]
     done = parallel_map(_blas1, [(_one_table5_repeat, *a) for a in args], n_jobs)
     out = {}
     for i, m in enumerate(global_ranks):
@@ -403,7 +422,7 @@ def _item_column(R, N, column, seeds, metrics, ks, eta, grid):
         warnings.simplefilter("ignore", ResolutionWarning)
         for b, seed in enumerate(seeds):
             gen = np.random.default_rng(seed)
-            if kind == "adaptive":
+            if kind == "adaptive":  # seed: adaptive_seed(...), the draws of adaptive_against_fixed
                 r, n = adaptive_sample_ranks(R, N, column[1], column[2], gen)
                 res = est.estimate_metrics(r, N, n, metrics, ks, ["mle"], grid=grid)["mle"]
                 sizes[b] = float(np.mean(n))
@@ -443,7 +462,9 @@ def user_against_item(global_ranks, n_items: int, item_sizes, initial_size: int,
     the truth is the same product on every user.
 
     Draws: column ``c`` (in the order above: item sizes, adaptive, combined) of repeat ``j`` of the
-    ``i``-th model uses ``numpy.random.default_rng([seed, i, j, c])``, the user samples of that
+    ``i``-th model uses ``numpy.random.default_rng([seed, i, j, c])``, except the adaptive column,
+    which uses :func:`adaptive_seed` ``(seed, R, N, j)`` as :func:`adaptive_against_fixed` does (the
+    same seed, ranks and sizes give chapters 8 and 9 the same adaptive draws); the user samples of that
     repeat ``default_rng([seed, i, j, len(item_sizes) + 2])`` (one sample per count, in the order
     of ``user_counts``); ``rng`` is a non-negative int seed or a Generator from which one is drawn.
     The result does not depend on ``n_jobs``, nor on the Dask cluster that runs the blocks when
@@ -483,7 +504,9 @@ def user_against_item(global_ranks, n_items: int, item_sizes, initial_size: int,
     block = -(-n_repeats // n_blocks)
     tasks = [(i, c, list(range(lo, min(lo + block, n_repeats))))
              for i in range(len(ranks)) for c in range(len(columns)) for lo in range(0, n_repeats, block)]
-    args = [(ranks[i], N, columns[c], [[seed, i, j, c] for j in reps], metrics, ks, eta, grid) for i, c, reps in tasks]
+    args = [(ranks[i], N, columns[c], [adaptive_seed(seed, ranks[i], N, j) if columns[c][0] == "adaptive" else
+                                       [seed, i, j, c] for j in reps], metrics, ks, eta, grid)
+            for i, c, reps in tasks]
     parts = parallel_map(_blas1, [(_item_column, *a) for a in args], n_jobs)
     done = [{} for _ in ranks]
     for (i, c, _), part in zip(tasks, parts):
