@@ -68,7 +68,7 @@ def test_batch_em_equals_em_row_by_row(data):
 
 def test_interval_contains_the_estimate_and_fields(data):
     _, r = data
-    e = estimate_metric(r, N, n, "recall", 10, "bv", gamma=0.1, ci=0.9, n_boot=100, rng=0)
+    e = estimate_metric(r, N, n, "recall", 10, "bv", gamma=0.1, ci=0.9, n_boot=100, rng=0, interval="bootstrap")
     assert isinstance(e, MetricEstimate)
     assert e.estimate == pytest.approx(estimate_metric(r, N, n, "recall", 10, "bv", gamma=0.1))
     assert e.low < e.estimate < e.high and e.confidence == 0.9 and e.n_boot == 100 and e.method == "bv"

@@ -101,7 +101,7 @@ def test_conditional_metrics_shape_and_reproducibility():
     a = conditional_metrics(r, N, n, ["recall", "ndcg"], [5, 10], ["mle", "bv", "sampled"], n_boot=20, rng=7,
                             gamma=0.1)
     b = estimate_metrics(r, N, n, ["recall", "ndcg"], [5, 10], ["mle", "bv", "sampled"], ci=0.95, n_boot=20,
-                         rng=7, target="test-users", gamma=0.1)
+                         rng=7, target="test-users", gamma=0.1, interval="bootstrap")
     point = estimate_metrics(r, N, n, ["recall", "ndcg"], [5, 10], ["mle", "bv", "sampled"], gamma=0.1)
     for meth in ("mle", "bv", "sampled"):
         for m in ("recall", "ndcg"):
@@ -116,7 +116,7 @@ def test_default_target_is_the_population_bootstrap():
 
     g = np.random.default_rng(6)
     r = g.integers(1, 21, 150)
-    default = estimate_metric(r, 300, 20, "ndcg", 10, "bv", ci=0.9, n_boot=30, rng=8, gamma=0.1)
+    default = estimate_metric(r, 300, 20, "ndcg", 10, "bv", ci=0.9, n_boot=30, rng=8, gamma=0.1, interval="bootstrap")
     boot = bootstrap_metric(r, 300, 20, "ndcg", 10, "bv", ci=0.9, n_boot=30, rng=8, gamma=0.1)
     assert (default.low, default.high) == (boot.low, boot.high)
     # without ci the target changes nothing but is still validated

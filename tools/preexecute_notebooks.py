@@ -56,6 +56,7 @@ DEFAULT_SECONDS = {
     "notebooks/06-learning-rank-distribution": 118,
     "notebooks/11-popularity-sampled-evaluations": 116,
     "notebooks/guide-correcting-your-evaluation": 97,
+    "notebooks/guide-evaluate-your-model": 45,
     "notebooks/03-models-and-rank-distributions": 92,
     "notebooks/07-bv-vs-mn": 85,
     "notebooks/04-mapping-functions": 43,

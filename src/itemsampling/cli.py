@@ -312,6 +312,7 @@ def _point_models(table, pools, metrics, ks, method, params, users, say):
     (their ranges from the two models' bounds): no bootstrap, whose intervals would be thrown away."""
     from types import SimpleNamespace
 
+    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators import estimate_metrics
     from .estimators.bootstrap import MetricEstimate
 
@@ -340,6 +341,7 @@ def _bounds_rows(rows, model, r, n_items, n, metrics, ks, ci, params, say) -> No
     """``interval="kept"`` for one model's rows (:func:`itemsampling.estimators.api._kept`, the same rule):
     every row whose cut-off the rule does not resolve gets the identification bounds as its interval
     (one computation for all its metrics and cut-offs, for either target)."""
+    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators import identification_bounds
 
     low = [k for k in (ks if ks is not None else [None]) if not resolves(int(np.max(n_items)), n, k)]

@@ -9,7 +9,7 @@ scorings the design spent. Three designs:
   (Krichene & Rendle 2020, Sec. 4; TORS Sec. 2.1);
 * ``"adaptive"``: TORS Algorithm 1 (Sec. 6.1) on the model: :math:`n_0` items, and while the target
   ranks first the set doubles (:math:`n_u` *extra* decoys, :math:`n_u \to 2n_u`) up to :math:`n_{max}`,
-  the rule of :func:`itemsampling.sampling.adaptive_sample_ranks` (SEED-NOTES 10);
+  the rule of :func:`itemsampling.sampling.adaptive_sample_ranks`;
 * ``"full"``: the target ranked in its whole pool (the truth); with ``n_users`` a random sample of that
   many users, i.e. user sampling (TORS Sec. 7, Eq. 45-48), which needs no rank distribution.
 

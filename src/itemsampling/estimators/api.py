@@ -188,6 +188,9 @@ def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, 
         boot_ks = [kk for kk in ks if resolves(N, sample_size, kk)]
     except (ValueError, TypeError):  # bad sizes: the estimators' own checks name them
         boot_ks = ks
+    if target == "test-users" and np.ndim(sample_size) > 0 and np.unique(np.asarray(sample_size)).size > 1:
+        raise ValueError("target='test-users' needs one sample_size for every user; with per-user sample sizes "
+                         "(adaptive sampling) use target='population'")
     if interval == "kept" and len(boot_ks) < len(ks) and "sampled" not in meths:
         # the unresolved cut-offs get the bounds: their bootstrap would be thrown away (point estimates only)
         points = _point_metrics(sampled_ranks, n_items, sample_size, mets, ks, meths, params, warn=False)

@@ -114,9 +114,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
-from .._validation import check_bool, check_int, check_memory
+from .._validation import check_bool, check_int, check_memory, check_ranks
 from ..metrics import canonical_metric, metric_function
-from .grid import check_sampled_ranks
+from .grid import RankGrid, check_sampled_ranks
 
 __all__ = ["BoundsResult", "identification_bounds", "cut_points", "clopper_pearson", "lp_bounds"]
 
@@ -374,8 +374,6 @@ def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: f
         (cells), ``False`` (one-rank columns); a :class:`~.grid.RankGrid` counts as ``True`` (the bounds
         use their own cells, whose outer bounds need no assumption inside a cell).
     """
-    from .grid import RankGrid  # the class only (grid imports nothing from here)
-
     replacement = check_bool(replacement, "replacement")
     if isinstance(ci, bool) or not isinstance(ci, (int, float, np.floating)) or not 0.0 < float(ci) < 1.0:
         raise ValueError(f"ci must be a confidence level strictly between 0 and 1 (e.g. 0.95), got {ci!r}")
@@ -383,7 +381,6 @@ def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: f
         pools = np.asarray(n_items)
         if pools.ndim != 1 or pools.size == 0:
             raise ValueError(f"n_items must be an int or one catalogue size per user, got shape {pools.shape}")
-        from .._validation import check_ranks
         pools = check_ranks(pools, "n_items")
         if pools.min() < 2:
             raise ValueError(f"n_items must hold catalogue sizes >= 2, got {int(pools.min())}")

@@ -31,6 +31,7 @@ import numpy as np
 from .._validation import (
     ResolutionWarning, check_bool, check_int, check_probability_vector, check_ranks, check_sizes,
 )
+from ..kernel import RESOLVED, resolves
 from ..metrics import canonical_metric, metric_function
 from .corrected import CORRECTION_METHODS, _corrected_on_grid, check_gamma, corrected_estimate, corrected_metrics
 from .distribution import (
@@ -88,8 +89,6 @@ def resolution_note(n_items, sample_size, k) -> str | None:
     :math:`n` the rule accepts for the smallest such :math:`K`: :math:`n = \lceil cN/K \rceil + 1`. With
     per-user sizes the largest :math:`n_u` counts, with per-user catalogue sizes the largest :math:`N_u`.
     Bad input gives ``None`` (the estimators' own checks report it)."""
-    from ..kernel import RESOLVED, resolves
-
     try:
         N = check_int(int(np.max(n_items)) if np.ndim(n_items) else n_items, "n_items", low=2)
         n = int(np.max(np.asarray(sample_size)))
