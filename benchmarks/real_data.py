@@ -138,10 +138,12 @@ def split(train, test, max_users, g):
 
 def rank_all(model, users, targets, excl, N, sizes, g, batch=512):
     """Full-pool ranks, pool sizes, and for each n in ``sizes`` the sampled ranks (decoys uniform with
-    replacement from the pool)."""
+    replacement from the pool; ``g`` a list of ints, the seed of each size's own stream with n appended)."""
     full = np.empty(users.size, np.int64)
     pools = np.empty(users.size, np.int64)
     sampled = {n: np.empty(users.size, np.int64) for n in sizes}
+    gens = {n: np.random.default_rng([*g, n]) for n in sizes}  # one stream per n: a size's draws do not
+    # depend on which other sizes are asked for
     for s in range(0, users.size, batch):
         u, t = users[s:s + batch], targets[s:s + batch]
         S = model.score(u)
@@ -158,7 +160,7 @@ def rank_all(model, users, targets, excl, N, sizes, g, batch=512):
             pool_wo[rows, t] = False
             cum = np.cumsum(pool_wo, axis=1)
             k = cum[:, -1]
-            draw = (g.random((u.size, n - 1)) * k[:, None]).astype(np.int64)
+            draw = (gens[n].random((u.size, n - 1)) * k[:, None]).astype(np.int64)
             idx = np.array([np.searchsorted(cum[i], draw[i], side="right") for i in range(u.size)])
             sampled[n][s:s + batch] = 1 + (S[rows[:, None], idx] > ts[:, None]).sum(axis=1)
     return full, pools, sampled
@@ -192,7 +194,7 @@ def main(argv=None) -> int:
     for name, model in models.items():
         t = time.perf_counter()
         model.fit(tr, n_items=N, n_users=M)
-        full, pools, sampled = rank_all(model, users, targets, excl, N, a.sizes, np.random.default_rng([a.seed, 1]))
+        full, pools, sampled = rank_all(model, users, targets, excl, N, a.sizes, [a.seed, 1])
         truth[name] = full
         ranks[name] = (pools, sampled)
         print(f"  {name}: fitted and ranked in {time.perf_counter() - t:.1f} s; median full rank {np.median(full):.0f}"
@@ -247,7 +249,7 @@ def main(argv=None) -> int:
                 if rep == 0:
                     r = sampled[n]
                 else:
-                    _, _, s2 = rank_all(models[name], users, targets, excl, N, [n], np.random.default_rng([a.seed, 2, rep]))
+                    _, _, s2 = rank_all(models[name], users, targets, excl, N, [n], [a.seed, 2, rep])
                     r = s2[n]
                 est = estimate_metrics(r, pools, n, ["recall"], list(range(1, 51)), list(TABLE4), gamma=0.1)
                 for m in TABLE4:
