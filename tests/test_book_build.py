@@ -300,6 +300,7 @@ def test_rendered_scan_passes_plain_results_and_code():
         + _cell('<div class="output stream"><pre>\'quoted\' by print</pre></div>')
         + "<p>Change the parameter <code>n_repeats</code> to rerun with more draws (1,000 by default).</p>"
         + "<p>Over 1,000 repetitions; \\(n\\) = 100; 0 of 12 pairs differ; none of the models.</p>"
+        + "<p>With <code>corrected_metric(r, gamma=your_gamma)</code>; the NCF file's \\(n\\) = <code>num_items</code> + 1.</p>"
         + "<table><tr><td>None</td><td>= nan</td></tr></table>")
     assert check_rendered.scan_html(page) == []
 

@@ -45,10 +45,10 @@ _IDENT = r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+"   # a snake_case variable name (it has
 _COUNT_NOUNS = (r"(?:repetitions|repeats|draws|runs|users|items|decoys|samples|evaluations|studies|"
                 r"data sets|datasets|models)")
 _NAME_AS_VALUE = [
-    re.compile(rf"(?:=|\bover)\s*({_IDENT})\b"),
+    re.compile(rf"(?:=|\bover)\s*({_IDENT})\b(?!\s*[-+*/×·^]|\()"),   # not a term of a formula ("n = num_items + 1")
     re.compile(rf"\b({_IDENT})(?:\s+[a-z]+){{0,2}}\s+{_COUNT_NOUNS}\b"),
 ]
-_NONE_AS_VALUE = re.compile(r"(?:=|\bfor)\s*(none|None|nan|NaN)\b")
+_NONE_AS_VALUE = re.compile(r"=\s*(none|None|nan|NaN)\b")
 _QUOTED = re.compile(r"""^\s*(['"]).*\1\s*$""", re.S)
 PROSE_TAGS = ["p", "li", "h1", "h2", "h3", "h4", "h5", "h6", "figcaption", "caption", "dt", "dd"]
 
@@ -60,6 +60,15 @@ def _line(el) -> int:
 def _short(text: str, n: int = 80) -> str:
     text = re.sub(r"\s+", " ", text).strip()
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _prose_piece(t) -> str:
+    """A text node of the prose; inside inline code that is more than a bare name (a call, an
+    expression: `f(x, gamma=my_gamma)`), a placeholder, since code may name variables freely."""
+    code = t.find_parent("code")
+    if code is not None and not re.fullmatch(r"\s*[A-Za-z_]\w*\s*", code.get_text()):
+        return " ‹code› "
+    return str(t)
 
 
 def scan_html(text: str) -> list[tuple[int, str]]:
@@ -95,7 +104,7 @@ def scan_html(text: str) -> list[tuple[int, str]]:
         if el.find_parent(["table", "pre"]):   # Markdown outputs of cells are prose, and read
             continue
         # the element's own text: nested prose elements (a list inside a list item) are read on their own
-        own = " ".join(str(t) for t in el.find_all(string=True)
+        own = " ".join(_prose_piece(t) for t in el.find_all(string=True)
                        if t.find_parent(PROSE_TAGS) is el and not t.find_parent(["table", "pre"]))
         own = re.sub(r"\s+", " ", own)
         for rx in _NAME_AS_VALUE:
