@@ -15,7 +15,8 @@ What a page may not show, outside the code a cell shows as its input:
 * **a quoted string as a cell's only output**: ``'the simulated dataset ...'``, the value of a
   string left as the last line of a cell;
 * **a glued value rendered as a variable name or as "none"**: a parameter's name where its value
-  belongs (``over `n_repeats` repetitions``, "n = `winner_sample_size`", "B = n_repeats"), or
+  belongs (``over `n_repeats` repetitions``, "n = `winner_sample_size`", "B = n_repeats": a name of
+  the page's parameters cell, or on a page without one any snake_case name after "=" or "over"), or
   ``= none`` / ``= None`` / ``= nan`` in the prose (an empty list or a missing value printed as
   text).
 
@@ -44,10 +45,12 @@ _REPRS = [
 _IDENT = r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+"   # a snake_case variable name (it has an underscore)
 _COUNT_NOUNS = (r"(?:repetitions|repeats|draws|runs|users|items|decoys|samples|evaluations|studies|"
                 r"data sets|datasets|models)")
-_NAME_AS_VALUE = [
-    re.compile(rf"(?:=|\bover)\s*({_IDENT})\b(?!\s*[-+*/×·^]|\()"),   # not a term of a formula ("n = num_items + 1")
-    re.compile(rf"\b({_IDENT})(?:\s+[a-z]+){{0,2}}\s+{_COUNT_NOUNS}\b"),
-]
+# a name after "=" or "over" (not a term of a formula: "n = num_items + 1"), or a name followed by
+# what it counts ("`n_repeats` simulated evaluations"); on a page with a parameters cell, only the
+# names that cell assigns count (a function named in the prose, "`truth_experiment` runs them", is not one)
+_AFTER_EQUALS = re.compile(rf"(?:=|\bover)\s*({_IDENT})\b(?!\s*[-+*/×·^]|\()")
+_BEFORE_COUNT = re.compile(rf"\b({_IDENT})(?:\s+[a-z]+){{0,2}}\s+{_COUNT_NOUNS}\b")
+_ASSIGNED = re.compile(r"^([A-Za-z_]\w*)\s*=", re.M)
 _NONE_AS_VALUE = re.compile(r"=\s*(none|None|nan|NaN)\b")
 _QUOTED = re.compile(r"""^\s*(['"]).*\1\s*$""", re.S)
 PROSE_TAGS = ["p", "li", "h1", "h2", "h3", "h4", "h5", "h6", "figcaption", "caption", "dt", "dd"]
@@ -75,6 +78,8 @@ def scan_html(text: str) -> list[tuple[int, str]]:
     """(line, problem) for every leak of Python's internals on one HTML page."""
     soup = BeautifulSoup(text, "html.parser")
     body = soup.select_one("article") or soup.body or soup
+    parameters = {name for cell in body.select("div.cell.tag_parameters div.cell_input")
+                  for name in _ASSIGNED.findall(cell.get_text())}
     for el in body.select("div.cell_input, script, style"):
         el.decompose()
     problems = []
@@ -107,8 +112,11 @@ def scan_html(text: str) -> list[tuple[int, str]]:
         own = " ".join(_prose_piece(t) for t in el.find_all(string=True)
                        if t.find_parent(PROSE_TAGS) is el and not t.find_parent(["table", "pre"]))
         own = re.sub(r"\s+", " ", own)
-        for rx in _NAME_AS_VALUE:
-            for m in rx.finditer(own):
+        for m in _AFTER_EQUALS.finditer(own):
+            if not parameters or m.group(1) in parameters:
+                add(_line(el), f"a variable name where its value belongs: {_short(m.group(0))!r}")
+        for m in _BEFORE_COUNT.finditer(own):
+            if m.group(1) in parameters:
                 add(_line(el), f"a variable name where its value belongs: {_short(m.group(0))!r}")
         for m in _NONE_AS_VALUE.finditer(own):
             add(_line(el), f"a missing value printed as text: {_short(own[max(0, m.start() - 40):m.end()])!r}")
