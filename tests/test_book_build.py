@@ -1,7 +1,8 @@
-"""`make book` must fail when a notebook raises, and what it builds must work offline:
-tools/build_book.sh on a small throwaway book (a page, a chapter with glued values, exercises and a
-tqdm.auto progress bar, the teaching page); the offline scan of tools/check_offline.py on it and on
-tiny HTML fixtures."""
+"""`make book` must fail when a notebook raises, and what it builds must work offline and show no
+Python internals: tools/build_book.sh on a small throwaway book (a page with stray outputs, a chapter
+with glued values, exercises and a tqdm.auto progress bar, the teaching page); the offline scan of
+tools/check_offline.py and the rendered-page scan of tools/check_rendered.py on it and on tiny HTML
+fixtures."""
 
 import os
 import shutil
@@ -17,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 import check_offline  # noqa: E402
+import check_rendered  # noqa: E402
+
 JB = Path(sys.executable).with_name("jupyter-book")
 
 NB = MYST_HEADER + textwrap.dedent("""
@@ -79,6 +82,25 @@ CHAPTER = MYST_HEADER + textwrap.dedent("""
     """)
 
 
+# what a careless cell leaves on a page: a string as the cell's value, a Markdown value glued as text,
+# a NumPy scalar's repr, a parameter's name where its value belongs
+STRAY = textwrap.dedent("""
+    ```{code-cell} ipython3
+    import numpy as np
+    from IPython.display import Markdown
+    from myst_nb import glue
+    glue("as_markdown", Markdown("**bold**"), display=False)
+    'a stray string'
+    ```
+
+    ```{code-cell} ipython3
+    np.float64(0.5)
+    ```
+
+    Glued as text: {glue:text}`as_markdown`; a mean over `n_repeats` repetitions.
+    """)
+
+
 def _book(tmp_path, extra_cell="", chapter=False):
     book = tmp_path / "book"
     (book / "book").mkdir(parents=True)
@@ -105,7 +127,7 @@ def _build(book):
 
 def test_book_build_fails_on_notebook_error_and_passes_otherwise(tmp_path):
     assert JB.exists(), "jupyter-book must be installed in the test environment"
-    good = _build(_book(tmp_path / "g", chapter=True))
+    good = _build(_book(tmp_path / "g", STRAY, chapter=True))
     assert good.returncode == 0, good.stdout[-3000:] + good.stderr[-3000:]
     html = tmp_path / "g" / "book" / "_build" / "html"
     assert (html / "page.html").exists()
@@ -116,6 +138,15 @@ def test_book_build_fails_on_notebook_error_and_passes_otherwise(tmp_path):
     assert "widget-view" not in chapter and "THEBE_JS_URL" not in chapter
     assert chapter.count("mathjax/tex-chtml-full.js") == 1
     assert check_offline.check(html) == []
+    # the rendered-page scan finds each stray output of the page, and nothing on the chapter
+    rendered = check_rendered.check(html)
+    assert all(p.startswith("page.html:") for p in rendered), rendered
+    found = " | ".join(rendered)
+    for what in ("a quoted string printed as a cell's only output: 'a stray string'",
+                 "an IPython display object printed as text: '<IPython.core.display.Markdown object>'",
+                 "a NumPy scalar's repr", "a variable name where its value belongs: 'over n_repeats'"):
+        assert what in found, (what, rendered)
+    assert check_rendered.main([str(html)]) == 1
     # the downloadable notebook and the student notebook are plain Markdown with the glued value
     offered = nbformat.read(html / "_sources" / "notebooks" / "03-a-chapter.ipynb", as_version=4)
     student = nbformat.read(html / "exercises" / "03-a-chapter.ipynb", as_version=4)
@@ -224,3 +255,77 @@ def test_browser_check_reads_console_errors_from_devtools_events():
 
     with pytest.raises(ValueError, match="not a built book"):
         browser_check.check(Path("/nonexistent-book"))
+
+
+# --- the rendered-page scan on tiny fixtures -----------------------------------------------------------
+
+def _page(body: str) -> str:
+    return f"<html><body><article>{body}</article></body></html>"
+
+
+def _cell(output: str, source: str = "x") -> str:
+    return (f'<div class="cell docutils container"><div class="cell_input docutils container"><pre>{source}</pre></div>'
+            f'<div class="cell_output docutils container">{output}</div></div>')
+
+
+def _plain(text: str) -> str:
+    return f'<div class="output text_plain highlight-myst-ansi notranslate"><div class="highlight"><pre>{text}</pre></div></div>'
+
+
+PARAMETERS = ('<div class="cell tag_parameters docutils container"><div class="cell_input docutils container">'
+              "<pre>n_repeats = 100  # repetitions\nwinner_sample_size = 1000</pre></div></div>")
+
+
+def test_rendered_scan_flags_python_internals():
+    problems = check_rendered.scan_html(_page(
+        PARAMETERS
+        + _cell(_plain("'is approximately correct: 0.9'"))
+        + _cell(_plain("&lt;__main__.Thing object at 0x7f3a2b1c&gt;"))
+        + _cell(_plain("np.float64(1.0)"))
+        + "<p>The Gini index is &lt;IPython.core.display.Markdown object&gt;.</p>"
+        + "<p>Table 1.2 \u2014 our Monte Carlo over <code><span>n_repeats</span></code> repetitions; "
+          "$B$ = <code>n_repeats</code>.</p>"
+        + "<p>With \\(n\\) = <code>winner_sample_size</code> decoys.</p>"
+        + "<ul><li>the top-heavy one\u2019s for \\(n\\) = none</li></ul>"))
+    flagged = " | ".join(p for _, p in problems)
+    for what in ("quoted string printed as a cell's only output: 'is approximately correct: 0.9'",
+                 "an object's default repr: '<__main__.Thing object at 0x7f3a2b1c>'",
+                 "a NumPy scalar's repr (print the number, not np.float64(...)): 'np.float64('",
+                 "an IPython display object printed as text: '<IPython.core.display.Markdown object>'",
+                 "'over n_repeats'", "'n_repeats repetitions'", "'= n_repeats'", "'= winner_sample_size'",
+                 "'winner_sample_size decoys'", "a missing value printed as text"):
+        assert what in flagged, (what, problems)
+    assert len(problems) == 10, problems
+
+
+def test_rendered_scan_passes_plain_results_and_code():
+    page = _page(
+        PARAMETERS
+        + _cell(_plain("0.25"), source="np.float64(0.25)  # code may say anything")
+        + _cell(_plain("'a'") + _plain("'b'"))                      # two outputs: not a stray value
+        + _cell('<div class="output stream"><pre>\'quoted\' by print</pre></div>')
+        + "<p>Change the parameter <code>n_repeats</code> to rerun with more draws (1,000 by default).</p>"
+        + "<p>Over 1,000 repetitions; \\(n\\) = 100; 0 of 12 pairs differ; none of the models.</p>"
+        + "<p>With <code>corrected_metric(r, gamma=your_gamma)</code>; the NCF file's \\(n\\) = <code>num_items</code> + 1.</p>"
+        + "<p>Its steps, as <code>truth_experiment</code> runs them; \\(k\\) = <code>truth_k</code>, not a parameter.</p>"
+        + "<table><tr><td>None</td><td>= nan</td></tr></table>")
+    assert check_rendered.scan_html(page) == []
+
+
+def test_rendered_check_of_a_folder(tmp_path):
+    html = tmp_path / "html"
+    (html / "notebooks").mkdir(parents=True)
+    (html / "_sources").mkdir()
+    (html / "index.html").write_text(_page("<p>Intro.</p>"))
+    (html / "notebooks" / "ok.html").write_text(_page("<p>A mean over 200 repeats.</p>"))
+    (html / "_sources" / "ignored.html").write_text(_page("<p>over n_repeats</p>"))
+    assert check_rendered.check(html) == []
+    assert check_rendered.main([str(html)]) == 0
+    (html / "notebooks" / "bad.html").write_text(_page("\n<p>a mean over n_repeats draws</p>"))
+    problems = check_rendered.check(html)
+    assert problems == ["notebooks/bad.html:2: a variable name where its value belongs: 'over n_repeats'"]
+    assert check_rendered.main([str(html)]) == 1
+    import pytest
+
+    with pytest.raises(ValueError, match="not a built book"):
+        check_rendered.check(tmp_path / "nothing")

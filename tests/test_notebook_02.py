@@ -48,8 +48,12 @@ def test_rendered_page_shows_the_rerun_values(run):
     assert "for \\(M\\) = 3,000 and \\(t\\) = 0.02" in prose
     assert "With this run\u2019s M = 3,000 and t = 0.02 the bound is 0.181" in prose
     assert "about 1/9 for" not in prose and not re.search(r"deviation of 0\.01(?!\d)", prose)
-    # the Monte Carlo check quotes the run's number of comparisons (2n = 100)
-    assert "for 100 comparisons" in prose
+    # the Monte Carlo check quotes the run's number of comparisons: 2 (n - 1) = 98, the cut-off K = n (no
+    # variance: every user hits) left out, and tests the standard deviations too
+    assert "both kernels (98 comparisons; at K = 50 every user hits" in prose
+    assert "Among 98 independent comparisons" in prose and "for 100 comparisons" not in prose
+    assert re.search(r"differ from Eq\. 15 in \d+ of 98 comparisons \(Holm-corrected at 5 %\) \(chi-square test", prose)
+    assert "over 200 repetitions" not in prose and "n_repeats" not in prose
     assert "This run uses N = 2,000 and n = 50 in place of the paper\u2019s yelp catalog" in prose
 
 

@@ -231,6 +231,27 @@ def test_p_value_matches_t_and_normal():
     assert book.p_value(np.inf, 10) == 0.0 and book.p_value(0.0, 5) == 1.0
 
 
+def test_variance_p_value_chi_square_by_hand():
+    # 11 repeats, 10 degrees of freedom: the 2.5 % and 97.5 % points of chi2_10 are 3.2470 and 20.4832
+    assert book.variance_p_value(np.sqrt(20.4832 / 10), 1.0, 11) == pytest.approx(0.05, abs=1e-4)
+    assert book.variance_p_value(np.sqrt(3.2470 / 10) * 2.0, 2.0, 11) == pytest.approx(0.05, abs=1e-4)
+    # s = sigma: X = 10, P(chi2_10 <= 10) = 0.5595, so p = 2 (1 - 0.5595)
+    assert book.variance_p_value(3.0, 3.0, 11) == pytest.approx(2 * stats.chi2.sf(10, 10), rel=1e-12)
+    assert book.variance_p_value(3.0, 3.0, 11) == pytest.approx(0.881, abs=1e-3)
+    # on normal repeats with the stated sd it rejects about 5 % of the time
+    rng = np.random.default_rng(3)
+    x = rng.normal(0.0, 2.0, size=(4000, 20))
+    share = np.mean([book.variance_p_value(row.std(ddof=1), 2.0, 20) < 0.05 for row in x])
+    assert 0.035 < share < 0.065
+    assert book.variance_p_value(0.5, 2.0, 200) < 1e-10
+    with pytest.raises(book.VerdictRefused, match="exact_sd is 0"):
+        book.variance_p_value(0.0, 0.0, 10)
+    with pytest.raises(ValueError, match="sd"):
+        book.variance_p_value(-1.0, 1.0, 10)
+    with pytest.raises(ValueError, match="n_repeats"):
+        book.variance_p_value(1.0, 1.0, 1)
+
+
 def test_holm_signs_by_hand():
     # z = 3, -3, 1 and an exact zero at 100 repeats (normal): p = 0.0027, 0.0027, 0.317, 1
     out = book.holm_signs([3.0, -0.6, 0.1, 0.0], [1.0, 0.2, 0.1, 0.0], 100)

@@ -32,7 +32,7 @@ from ._validation import as_float_array, check_bool, check_int, check_real
 __all__ = ["record", "record_text", "recorded", "to_jsonable", "order_string", "standard_error",
            "compare_with_paper", "paired_difference", "RESULTS_ENV", "t_quantile", "mean_interval", "Interval",
            "Verdict", "VerdictRefused", "compare_means", "holm", "count_verdict", "match_table", "fmt_vs",
-           "fmt_bound", "order_verdict", "p_value", "holm_signs", "coverage_verdict"]
+           "fmt_bound", "order_verdict", "p_value", "variance_p_value", "holm_signs", "coverage_verdict"]
 
 RESULTS_ENV = "ITEMSAMPLING_RESULTS"
 _RECORDED: dict = {}
@@ -296,6 +296,25 @@ def p_value(stat, n_repeats) -> float:
     n = check_int(n_repeats, "n_repeats", low=2)
     stat = float(stat) if np.isinf(stat) else check_real(stat, "stat")
     return _t_sf2(stat, n)
+
+
+def variance_p_value(sd, exact_sd, n_repeats) -> float:
+    r"""Two-sided p value of the hypothesis that ``n_repeats`` independent normal repeats with sample
+    standard deviation ``sd`` (``ddof=1``) come from a law whose standard deviation is ``exact_sd``:
+    the chi-square test of a variance, :math:`X = (B-1)\,s^2/\sigma^2 \sim \chi^2_{B-1}`, with
+    p = 2 min(P(χ² ≤ X), P(χ² ≥ X)) (e.g. Casella & Berger, *Statistical Inference*, Example 8.2.3;
+    normality of each repeat is assumed, as for a sum over many independent users). A zero
+    ``exact_sd`` has nothing to test (:class:`VerdictRefused`)."""
+
+    from scipy import stats
+
+    n = check_int(n_repeats, "n_repeats", low=2)
+    sd = check_real(sd, "sd", low=0)
+    exact_sd = check_real(exact_sd, "exact_sd", low=0)
+    if exact_sd == 0:
+        raise VerdictRefused("exact_sd is 0: a quantity without variance leaves nothing for a variance test to decide")
+    x = (n - 1) * (sd / exact_sd) ** 2
+    return float(min(1.0, 2 * min(stats.chi2.cdf(x, n - 1), stats.chi2.sf(x, n - 1))))
 
 
 def _repeats(values, name: str) -> np.ndarray:

@@ -1,0 +1,163 @@
+#!/usr/bin/env python
+"""Check that no built page shows the reader Python's internals in place of a result (run after
+`make book`, like tools/check_offline.py).
+
+Usage: ``python tools/check_rendered.py [_build/html]``; exits 1 listing every problem as
+``page:line: problem``.
+
+What a page may not show, outside the code a cell shows as its input:
+
+* **an object's default repr**: ``<... object at 0x7f...>``;
+* **an IPython display object as text**: ``<IPython.core.display.Markdown object>`` (what
+  ``{glue:text}`` prints for a value glued as Markdown, which needs ``{glue:md}``);
+* **a NumPy scalar's repr**: ``np.float64(1.0)``, ``np.int64(3)``, ``np.True_`` (NumPy 2 prints
+  these where a plain number was meant);
+* **a quoted string as a cell's only output**: ``'the simulated dataset ...'``, the value of a
+  string left as the last line of a cell;
+* **a glued value rendered as a variable name or as "none"**: a parameter's name where its value
+  belongs (``over `n_repeats` repetitions``, "n = `winner_sample_size`", "B = n_repeats": a name of
+  the page's parameters cell, or on a page without one any snake_case name after "=" or "over"), or
+  ``= none`` / ``= None`` / ``= nan`` in the prose (an empty list or a missing value printed as
+  text).
+
+The prose checks read paragraphs, list items, headings and captions (with inline code as its
+text); the output checks read every cell output. Tables of data are not searched for "none"
+(a table may print a missing cell as such); they are searched for the reprs above.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from bs4 import BeautifulSoup
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_REPRS = [
+    (re.compile(r"<[^<>\n]{0,200}\bobject at 0x[0-9a-fA-F]+>?"), "an object's default repr"),
+    (re.compile(r"<IPython\.[\w.]+[^<>\n]{0,80}>?"), "an IPython display object printed as text"),
+    (re.compile(r"\bnp\.(?:float|int|uint|complex|bool|str)\w*\(|\bnp\.(?:True_|False_)\b"),
+     "a NumPy scalar's repr (print the number, not np.float64(...))"),
+]
+_IDENT = r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+"   # a snake_case variable name (it has an underscore)
+_COUNT_NOUNS = (r"(?:repetitions|repeats|draws|runs|users|items|decoys|samples|evaluations|studies|"
+                r"data sets|datasets|models)")
+# a name after "=" or "over" (not a term of a formula: "n = num_items + 1"), or a name followed by
+# what it counts ("`n_repeats` simulated evaluations"); on a page with a parameters cell, only the
+# names that cell assigns count (a function named in the prose, "`truth_experiment` runs them", is not one)
+_AFTER_EQUALS = re.compile(rf"(?:=|\bover)\s*({_IDENT})\b(?!\s*[-+*/×·^]|\()")
+_BEFORE_COUNT = re.compile(rf"\b({_IDENT})(?:\s+[a-z]+){{0,2}}\s+{_COUNT_NOUNS}\b")
+_ASSIGNED = re.compile(r"^([A-Za-z_]\w*)\s*=", re.M)
+_NONE_AS_VALUE = re.compile(r"=\s*(none|None|nan|NaN)\b")
+_QUOTED = re.compile(r"""^\s*(['"]).*\1\s*$""", re.S)
+PROSE_TAGS = ["p", "li", "h1", "h2", "h3", "h4", "h5", "h6", "figcaption", "caption", "dt", "dd"]
+
+
+def _line(el) -> int:
+    return getattr(el, "sourceline", None) or 0
+
+
+def _short(text: str, n: int = 80) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _prose_piece(t) -> str:
+    """A text node of the prose; inside inline code that is more than a bare name (a call, an
+    expression: `f(x, gamma=my_gamma)`), a placeholder, since code may name variables freely."""
+    code = t.find_parent("code")
+    if code is not None and not re.fullmatch(r"\s*[A-Za-z_]\w*\s*", code.get_text()):
+        return " ‹code› "
+    return str(t)
+
+
+def scan_html(text: str) -> list[tuple[int, str]]:
+    """(line, problem) for every leak of Python's internals on one HTML page."""
+    soup = BeautifulSoup(text, "html.parser")
+    body = soup.select_one("article") or soup.body or soup
+    parameters = {name for cell in body.select("div.cell.tag_parameters div.cell_input")
+                  for name in _ASSIGNED.findall(cell.get_text())}
+    for el in body.select("div.cell_input, script, style"):
+        el.decompose()
+    problems = []
+    seen = set()
+
+    def add(line, problem):
+        if (line, problem) not in seen:
+            seen.add((line, problem))
+            problems.append((line, problem))
+
+    # reprs, anywhere on the page outside the code of the cells (outputs, prose, tables)
+    for el in body.find_all(string=True):
+        s = str(el)
+        for rx, what in _REPRS:
+            m = rx.search(s)
+            if m:
+                add(_line(el.parent), f"{what}: {_short(m.group(0))!r}")
+    # a quoted string as a cell's only output
+    for out in body.select("div.cell_output"):
+        outputs = out.find_all("div", class_="output", recursive=False) or out.select("div.output")
+        if len(outputs) == 1 and "text_plain" in outputs[0].get("class", []):
+            value = outputs[0].get_text()
+            if _QUOTED.match(value):
+                add(_line(outputs[0]), f"a quoted string printed as a cell's only output: {_short(value)}")
+    # a glued value rendered as a variable name or as "none", in the prose
+    for el in body.find_all(PROSE_TAGS):
+        if el.find_parent(["table", "pre"]):   # Markdown outputs of cells are prose, and read
+            continue
+        # the element's own text: nested prose elements (a list inside a list item) are read on their own
+        own = " ".join(_prose_piece(t) for t in el.find_all(string=True)
+                       if t.find_parent(PROSE_TAGS) is el and not t.find_parent(["table", "pre"]))
+        own = re.sub(r"\s+", " ", own)
+        for m in _AFTER_EQUALS.finditer(own):
+            if not parameters or m.group(1) in parameters:
+                add(_line(el), f"a variable name where its value belongs: {_short(m.group(0))!r}")
+        for m in _BEFORE_COUNT.finditer(own):
+            if m.group(1) in parameters:
+                add(_line(el), f"a variable name where its value belongs: {_short(m.group(0))!r}")
+        for m in _NONE_AS_VALUE.finditer(own):
+            add(_line(el), f"a missing value printed as text: {_short(own[max(0, m.start() - 40):m.end()])!r}")
+    return problems
+
+
+def check(html_dir: Path) -> list[str]:
+    """Every problem of the built book in ``html_dir``, as ``page:line: problem`` lines."""
+    html_dir = Path(html_dir)
+    if not (html_dir / "index.html").is_file():
+        raise ValueError(f"{html_dir} is not a built book (no index.html); run `make book` first")
+    problems = []
+    for path in sorted(html_dir.rglob("*.html")):
+        rel = path.relative_to(html_dir)
+        if rel.parts[0] in ("_static", "_sources", "_images") or rel.name in ("genindex.html", "search.html"):
+            continue
+        for line, problem in scan_html(path.read_text(errors="replace")):
+            problems.append(f"{rel}:{line}: {problem}")
+    return problems
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("html", nargs="?", type=Path, default=ROOT / "_build" / "html",
+                        help="the built book (default: _build/html)")
+    args = parser.parse_args(argv)
+    try:
+        problems = check(args.html)
+    except ValueError as err:
+        print(f"check_rendered: {err}", file=sys.stderr)
+        return 1
+    if problems:
+        print(f"check_rendered: {len(problems)} problem(s) in {args.html}:", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return 1
+    pages = len([p for p in args.html.rglob("*.html") if p.relative_to(args.html).parts[0] not in ("_static", "_sources")])
+    print(f"check_rendered: {pages} pages show no object repr, IPython object, NumPy repr, stray quoted "
+          "output or variable name in place of a value")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
