@@ -548,6 +548,19 @@ def test_plain_markdown_roles():
         "{glue:md}`x`", "```{note}", ":::{figure}"]
 
 
+def test_plain_markdown_blocks():
+    """Admonitions and dropdowns (the chapters' findings boxes and collapsed blocks) read as plain Markdown:
+    the title in bold, the options dropped, the body kept with its roles filled in, nested blocks too."""
+    glue = {"x": {"text/plain": "0.25"}}
+    text = plain_markdown("Before.\n\n````{admonition} Why: P(R) is not identified\n:class: dropdown\n:name: why\n"
+                          "Body {glue:text}`x`.\n\n```{note}\nInner.\n```\n````\n\n:::{dropdown} More\nHidden.\n:::\n"
+                          "After.", glue)
+    assert myst_markup(text) == []
+    assert "**Why: P(R) is not identified**\n\nBody 0.25." in text and ":class:" not in text
+    assert "**Note**\n\nInner." in text and "**More**\n\nHidden." in text
+    assert text.startswith("Before.") and text.rstrip().endswith("After.")
+
+
 def test_glue_values_from_myst_nb_and_from_papermill(tmp_path):
     """Both places an executed chapter keeps its glued values: MyST-NB's ``.glue.json`` (data
     already without the prefix) and an executed notebook's outputs (prefixed mime types)."""

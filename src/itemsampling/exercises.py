@@ -619,7 +619,9 @@ def plain_markdown(source: str, glue: dict | None = None, *, titles: dict | None
     :func:`glue_values`; a missing value raises ``ValueError``), ``{cite:p}`` / ``{cite:t}`` by
     "(Krichene and Rendle, 2020)" / "Krichene and Rendle (2020)", ``{ref}`` / ``{numref}`` /
     ``{doc}`` / ``{eq}`` by their text (or the target's title: "Exercise 10.2", a heading), ``{math}``
-    by ``$...$``, any other role by its content; ``(label)=`` targets are dropped."""
+    by ``$...$``, any other role by its content; ``(label)=`` targets are dropped; admonitions and
+    dropdowns (``{admonition} Title`` with ``:class: dropdown``, ``{note}``, ...) become their title in
+    bold followed by their body."""
     glue = glue or {}
     titles = _titles() if titles is None else titles
     bib = _bibliography() if bibliography is None else bibliography
@@ -649,7 +651,33 @@ def plain_markdown(source: str, glue: dict | None = None, *, titles: dict | None
             return target
         return content
 
-    return MYST_TARGET.sub("", MYST_ROLE.sub(role, source))
+    return MYST_TARGET.sub("", MYST_ROLE.sub(role, _plain_blocks(source)))
+
+
+#: MyST's prose blocks (admonitions, dropdowns) that read as plain Markdown outside the book: the title in
+#: bold, the options (``:class: dropdown``) dropped, the body kept (:func:`plain_markdown`)
+_BLOCK_NAMES = ("admonition", "dropdown", "note", "tip", "hint", "important", "warning", "caution", "attention",
+                "danger", "error", "seealso")
+MYST_BLOCK = re.compile(r"^[ \t]*(?P<fence>`{3,}|:{3,})[ \t]*\{(?P<name>" + "|".join(_BLOCK_NAMES)
+                        + r")\}[ \t]*(?P<title>[^\n]*)\n(?P<opts>(?:[ \t]*:[\w-]+:[^\n]*\n)*)(?P<body>.*?)^[ \t]*(?P=fence)"
+                          r"[ \t]*$", re.M | re.S)
+
+
+def _plain_blocks(source: str) -> str:
+    """MyST admonition and dropdown blocks as plain Markdown (innermost first: a block inside a block)."""
+    def block(m):
+        title = m.group("title").strip()
+        if not title and m.group("name") not in ("admonition", "dropdown"):
+            title = m.group("name").capitalize()
+        body = m.group("body").strip("\n")
+        return (f"**{title}**\n\n{body}" if title else body) + "\n"
+
+    for _ in range(10):
+        new = MYST_BLOCK.sub(block, source)
+        if new == source:
+            break
+        source = new
+    return source
 
 
 def myst_markup(text: str) -> list[str]:
