@@ -42,10 +42,18 @@ def _file_ranks():
 
 
 def test_command_estimates(results):
+    """The command's rows: point estimates are MLE's; below the resolution rule (every row at these
+    parameters: K = 5, 10 < 2 N/(n-1) = 20.7) the interval is the identification bounds and the row is not
+    identified; with --interval bootstrap the intervals are the shared user bootstrap's."""
+    from itemsampling.estimators import identification_bounds
+    from itemsampling.kernel import resolves
+
     N, n = PARAMS["n_items"], PARAMS["sample_size"]
     rows = results["guide_estimates"]
-    assert len(rows) == 2 * 2 * 2  # models x metrics x cut-offs
-    cover = 0
+    boot_rows = results["guide_estimates_boot"]
+    assert len(rows) == len(boot_rows) == 2 * 2 * 2  # models x metrics x cut-offs
+    assert not any(resolves(N, n, k) for k in PARAMS["cutoffs"])
+    cover = boot_cover = 0
     files = _file_ranks()
     # the command's bootstrap: one set of replicates per model, models on the same users resampled
     # jointly (bootstrap_models with default_rng([seed, 0]))
@@ -54,18 +62,41 @@ def test_command_estimates(results):
                               paired=True)
     for i, (model, (R, r)) in enumerate(files.items()):
         e = shared.estimates[model]
+        b = identification_bounds(r, N, n, PARAMS["metrics"], PARAMS["cutoffs"], ci=0.95)
         for metric in PARAMS["metrics"]:
             mine = [x for x in rows if x["model"] == model and x["metric"] == metric]
+            boot = [x for x in boot_rows if x["model"] == model and x["metric"] == metric]
+            assert [x["k"] for x in mine] == [x["k"] for x in boot] == PARAMS["cutoffs"]
             np.testing.assert_allclose([x["estimate"] for x in mine], e[metric].estimate, rtol=1e-10)
-            np.testing.assert_allclose([x["low"] for x in mine], e[metric].low, rtol=1e-10)
+            assert all(x["identified"] is False and x["interval"] == "bounds" for x in mine)
+            np.testing.assert_allclose([x["low"] for x in mine], b.low[metric], rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose([x["high"] for x in mine], b.high[metric], rtol=1e-10)
+            np.testing.assert_allclose([x["low"] for x in boot], e[metric].low, rtol=1e-10)
+            np.testing.assert_allclose([x["high"] for x in boot], e[metric].high, rtol=1e-10)
             np.testing.assert_allclose([x["sampled"] for x in mine],
                                        [evaluate(r, metric, k, n_items=n) for k in PARAMS["cutoffs"]], rtol=1e-12)
-            for x in mine:
-                cover += x["low"] <= evaluate(R, metric, x["k"]) <= x["high"]
+            for x, y in zip(mine, boot):
+                truth = evaluate(R, metric, x["k"])
+                cover += x["low"] <= truth <= x["high"]
+                boot_cover += y["low"] <= truth <= y["high"]
     assert results["guide_n_cover"] == cover and results["guide_n_intervals"] == len(rows)
+    assert results["guide_n_boot_cover"] == boot_cover
+    assert results["guide_n_not_identified"] == len(rows)
     comps = results["guide_comparisons"]
     assert len(comps) == 4 and all(c["paired"] for c in comps)
-    assert results["guide_n_apart"] == sum(c["low"] > 0 or c["high"] < 0 for c in comps)
+    # below the rule no comparison is identified, so none is declared whatever its interval
+    assert not any(c["identified"] or c["told_apart"] for c in comps)
+    assert results["guide_n_apart"] == 0 and results["guide_n_cmp_not_identified"] == 4
+    # a difference's range below the rule is the two bounds' difference
+    by = {(x["model"], x["label"]): x for x in rows}
+    for c in comps:
+        a_, b_ = by[(c["model_a"], c["label"])], by[(c["model_b"], c["label"])]
+        assert c["low"] == pytest.approx(a_["low"] - b_["high"]) and c["high"] == pytest.approx(a_["high"] - b_["low"])
+    ex = next(x for x in rows if x["model"] == "A" and x["label"] == "Recall@5")
+    assert (results["guide_ex_low"], results["guide_ex_high"]) == (ex["low"], ex["high"])
+    assert results["guide_ex_truth"] == pytest.approx(evaluate(files["A"][0], "recall", 5))
+    assert f"[{ex['low']:.2f}, {ex['high']:.2f}]" in results["guide_ident_text"]
+    assert results["guide_rule"] == pytest.approx(2 * N / (n - 1)) and results["guide_rule_n"] == 121
 
 
 def test_validation_of_auto(results):
@@ -221,8 +252,9 @@ def test_planning_from_a_pilot_of_a_known_population(results):
 
 
 def test_coverage_study_of_both_targets(results):
-    """Table G.2b recomputed through the public API from the page's seeds: each target's interval
-    against its own truth (population NDCG@10 from 2,000,000 draws; the study's users' own)."""
+    """Table G.2b recomputed through the public API from the page's seeds: each target's bootstrap interval
+    (interval="bootstrap", which the default replaces by the bounds below the rule) against its own truth
+    (population NDCG@10 from 2,000,000 draws; the study's users' own)."""
     from itemsampling.estimators import estimate_metric
 
     N, n, M = PARAMS["n_items"], PARAMS["sample_size"], PARAMS["n_users"]
@@ -235,7 +267,8 @@ def test_coverage_study_of_both_targets(results):
         R = sample_beta_ranks(a, N, M, rng=g)
         r = sample_ranks(R, N, n, rng=g)
         for target in hits:
-            e = estimate_metric(r, N, n, "ndcg", 10, "mle", ci=0.95, n_boot=PARAMS["cov_boot"], rng=g, target=target)
+            e = estimate_metric(r, N, n, "ndcg", 10, "mle", ci=0.95, n_boot=PARAMS["cov_boot"], rng=g, target=target,
+                                interval="bootstrap")
             hits[target] += e.low <= (pop if target == "population" else evaluate(R, "ndcg", 10)) <= e.high
             widths[target].append(e.high - e.low)
     assert results["guide_cov_pop"] == hits["population"] / PARAMS["cov_studies"]
