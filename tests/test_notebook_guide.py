@@ -198,7 +198,8 @@ def test_planning_from_a_pilot_of_a_known_population(results):
     of K = 10, then at plan_pilot_size, which resolves it); the rows are the designs either plan (the
     worst case over the plausible fits, the single MLE fit) recommends from the resolving pilot, each
     with both plans' predictions as plan_evaluation gives them; the counts glued in the prose are the
-    table's. From the pilot below the resolution the robust plan recommends no sampled design."""
+    table's. From the pilot below the resolution the robust plan marks not identified only the designs resting on
+    its fits and chooses among the rest (worst-case user sampling needs no P(R))."""
     from itemsampling.estimators.auto import draw_validation_ranks
     from itemsampling.plan import plan_evaluation
 
@@ -226,6 +227,12 @@ def test_planning_from_a_pilot_of_a_known_population(results):
                                key=lambda d: (d.cost, d.half_width))
     assert ("the pilot identifies no sampled design" if below.chosen.design == "full ranking"
             else f"*{below.chosen.label}*") in results["guide_pilot_low_text"]
+    unident = [d for d in below.designs if not d.identified]
+    assert results["guide_pilot_low_unidentified"] == len(unident) > 0
+    # only designs that rest on the fits are marked: none sized by the worst case, no full ranking
+    assert all(d.worst_case is None and d.design != "full ranking" for d in unident)
+    assert below.chosen.worst_case is not None and "needs no *P*(*R*)" in results["guide_pilot_low_text"]
+    assert f"({below.chosen.worst_case})" in results["guide_pilot_low_text"]
     single_low = plan_evaluation(N, M, "recall", 10, pilot_fits="mle", **dict(kw, pilot=low,
                                                                               sample_size=PARAMS["sample_size"]))
     assert results["guide_pilot_low_single_n"] == sum(d.half_width <= margin and d.design != "full ranking"
