@@ -185,7 +185,9 @@ def test_planning_section(results):
     got = sorted((row["design"], row["predicted"]) for row in table)
     assert [w[0] for w in want] == [x[0] for x in got]
     np.testing.assert_allclose([w[1] for w in want], [x[1] for x in got], rtol=1e-12)
-    verdicts = [row["within 25%"] for row in table]
+    # full ranking is exact by construction: the counts are over the designs that sample
+    verdicts = [row["within 25%"] for row in table if not row["design"].startswith("full ranking")]
+    assert results["guide_plan_n_checked"] == len(verdicts) == len(table) - 1
     assert results["guide_plan_n_within"] == verdicts.count("yes")
     assert results["guide_plan_n_reach"] == verdicts.count("within its interval")
     assert results["guide_plan_n_off"] == verdicts.count("no")
@@ -325,3 +327,31 @@ def test_convention_1_limits_are_computed(results):
                                   rng=np.random.default_rng([seed, 14, 0, 0, 0]))
     first = 100 * (estimate_metric_weighted(p_, a_, N_bar, "ndcg", 10) / exact - 1)
     assert errs["popular/with_replacement"][0] == pytest.approx(first, rel=1e-9)
+
+
+def test_opening_boxes(results):
+    """The two boxes that open the page: the rule's numbers for the example (K >= 2 N/(n-1), the smallest n that
+    resolves the smallest K, the kernel's spread at one and two widths) and the findings, each from its table."""
+    from scipy import stats
+
+    from itemsampling.kernel import kernel_row
+
+    N, n = PARAMS["n_items"], PARAMS["sample_size"]
+    assert results["guide_rule_width"] == pytest.approx(N / (n - 1))
+    assert results["guide_rule_k"] == 5 and results["guide_rule_n"] == int(np.ceil(2 * N / 5)) + 1
+    assert results["guide_rule_status"] == "*K* = 5, 10 lies below it"
+    for c in (1, 2):
+        K = results[f"guide_spread{c}_K"]
+        assert K == round(c * N / (n - 1))
+        row = kernel_row(K, N, n)
+        assert results[f"guide_spread{c}_top"] == pytest.approx(row[0])
+        # the binomial's mean: 1 + (n - 1)(K - 1)/(N - 1)
+        assert results[f"guide_spread{c}_mean"] == pytest.approx(1 + (n - 1) * (K - 1) / (N - 1))
+    assert results["guide_spread1_top"] > results["guide_spread2_top"]
+    assert f"{results['guide_n_cover']} of {results['guide_n_intervals']} rows" in results["guide_find_example"]
+    p = stats.binomtest(int(round(results["guide_cov_pop"] * PARAMS["cov_studies"])), PARAMS["cov_studies"], 0.95).pvalue
+    assert f"p = {p:.2g}" in results["guide_find_cov"]
+    assert f"{results['guide_cg_hits']} of {results['guide_cg_total']}" in results["guide_find_bounds"]
+    assert f"{results['guide_val_near']} of {results['guide_val_cells']} cells" in results["guide_find_auto"]
+    assert (f"{results['guide_plan_n_within']} of the {results['guide_plan_n_checked']} predicted"
+            in results["guide_find_plan"])
