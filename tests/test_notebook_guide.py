@@ -133,6 +133,13 @@ def test_validation_of_auto(results):
     assert results["guide_val_above_mle"] == sum(c["auto / MLE"] > 1.25 for c in table.values())
     assert 0 <= results["guide_val_far_decided"] <= results["guide_val_cells"] - results["guide_val_near"]
     assert results["guide_val_targets_met"] is False  # 4 cells: fewer than the 24 the targets are stated on
+    # 2 data sets per cell: a t test with 1 degree of freedom at Holm's first level over 4 cells cannot reject, so the
+    # page states counts, not tests (issue 40, defect 35)
+    from scipy import stats
+
+    assert results["guide_val_tested"] is False
+    assert results["guide_val_q"] == pytest.approx(stats.t.ppf(1 - 0.05 / 8, 1))
+    assert "counts, not tests" in results["guide_val_test_text"] and "significantly" not in results["guide_val_test_text"]
 
 
 def test_coverage_of_auto(results):
@@ -258,6 +265,29 @@ def test_planning_from_a_pilot_of_a_known_population(results):
         if row["robust (worst case)"] is not None:
             d = {d.label: d for d in plans["robust"].designs}[row["design"]]
             assert row["worst under"] == d.fit and d.half_width == max(d.half_widths.values())
+
+    def fewest(plan):
+        ok = [d.users for d in plan.designs if d.design == "user sampling" and d.worst_case is None
+              and d.half_width <= margin]
+        return min(ok) if ok else None
+
+    assert results["guide_pilot_users_robust"] == fewest(plans["robust"])
+    assert results["guide_pilot_users_single"] == fewest(plans["single"])
+    assert results["guide_pilot_n_kept"] == len(plans["robust"].fits["A"])
+    text = results["guide_pilot_expect_text"]
+    assert (f"understated {results['guide_pilot_single_under']} of its {results['guide_pilot_single_n']}" in text
+            and "cannot see" in text)
+
+
+def test_pool_rmse_is_tested(results):
+    """Table G.6's RMSE sentence (issue 40, defect 38): the per-user sizes against the better guessed N, with a
+    paired test of the squared errors over the simulated evaluations."""
+    table = results["guide_pool_table"]
+    rm = {c: table[f"MLE/{c}"]["Recall@50 RMSE (%)"] for c in ("N = largest pool", "N = mean pool", "per-user N_u")}
+    other = min(("N = largest pool", "N = mean pool"), key=rm.get)
+    text = results["guide_pool_rmse"]
+    assert f"{rm['per-user N_u']:.1f}% against {rm[other]:.1f}% for {other}" in text
+    assert "t interval" in text and "smallest" not in text
 
 
 def test_coverage_study_of_both_targets(results):
