@@ -270,7 +270,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                     comparisons.append({
                         "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
                         "difference": d, "low": lo, "high": hi,
-                        "p_value": pick(c.p_value) if boot else None,
+                        "p_value": pick(c.p_value) if boot else None, "interval": "bootstrap" if boot else "bounds",
                         "paired": c.paired, "told_apart": bool(apart), "identified": bool(ident),
                         "verdict": ((f"{a} > {b}" if d > 0 else f"{b} > {a}") if apart else
                                     "cannot be told apart" if ident else "not identified (K below the rule)"),
@@ -446,10 +446,13 @@ def format_report(result: dict) -> str:
         same = sum(not c["told_apart"] and c.get("identified", True) for c in result["comparisons"])
         unknown = sum(not c.get("identified", True) for c in result["comparisons"])
         if unknown:
+            bounds = all(c.get("interval") == "bounds" for c in result["comparisons"] if not c.get("identified", True))
             lines += ["", f"{unknown} of {len(result['comparisons'])} comparisons are not identified: K lies below the "
                           "resolution rule for at least one of the two models, so the sampled ranks do not say which "
-                          "model is better there whatever the interval; the interval of such a row is the difference "
-                          "of the two models' identification bounds."]
+                          "model is better there whatever the interval; "
+                      + ("the interval of such a row is the difference of the two models' identification bounds."
+                         if bounds else "the interval of such a row (--interval bootstrap) is the bootstrap's, which "
+                         "does not cover the estimators' bias.")]
         if same:
             lines += ["", f"{same} of {len(result['comparisons'])} comparisons cannot be told apart: their "
                           f"{pct} interval contains 0, so these data do not say which model is better."]
@@ -624,6 +627,7 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
                         "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
                         "difference": diff, "low": lo, "high": hi, "p_value": bootstrap_p_value(ra - rb),
                         "paired": bool(paired), "told_apart": bool(apart), "identified": bool(ident),
+                        "interval": "bootstrap",
                         "verdict": ((f"{a} > {b}" if diff > 0 else f"{b} > {a}") if apart else
                                     "cannot be told apart" if ident else "not identified (K below the rule)"),
                     })

@@ -105,8 +105,9 @@ def resolution_note(n_items, sample_size, k) -> str | None:
     larger = f"n >= {need} for K = {low[0]}" if need <= N else f"for K = {low[0]}, n = N: rank every item"
     return (f"cut-off K = {', '.join(map(str, low))} is below the resolution rule K >= {RESOLVED:g} N/(n-1) = "
             f"{RESOLVED * width:.4g} (N = {N}, n = {n}): the sampled ranks do not determine the metric at these "
-            f"cut-offs, so every point estimate there is the estimator's prior's, not the data's, and the interval "
-            f"is the identification bounds (the range the data allow). To resolve K: rank every item, rank every "
+            f"cut-offs, so every point estimate there is the estimator's prior's, not the data's; the default "
+            f"interval there is the identification bounds (the range the data allow; interval='bootstrap' gives the "
+            f"estimator's bootstrap, which does not cover its bias). To resolve K: rank every item, rank every "
             f"item for a random sample of users (itemsampling.evaluation.sampled_ranks(design='full', n_users=...)),"
             f" sample adaptively (design='adaptive'), or use a larger sample size ({larger}).")
 
