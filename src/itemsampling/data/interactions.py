@@ -166,8 +166,8 @@ def _frame(user, item, rating, ts, fmt: str, files: list[dict], held_out=None) -
 def _no_columns(fmt: str, user_column, item_column) -> None:
     given = [n for n, v in (("user_column", user_column), ("item_column", item_column)) if v is not None]
     if given:
-        raise ValueError(f"{' and '.join(given)} name columns of a table or a RecBole file; {fmt} has none "
-                         f"(its user and item are fixed by the format), so leave {given[0]} unset")
+        raise ValueError(f"{' and '.join(given)} only applies to a table or a RecBole file; {fmt} has no columns "
+                         f"to name (its user and item are fixed by the format), so leave {given[0]} unset")
 
 
 def _check_column_name(value, name: str):
