@@ -94,7 +94,7 @@ def sample_size(margin, confidence: float = 0.95, p: float = 0.5, n_models: int 
     e = check_open_unit(margin, "margin", "a margin of error")
     c = check_open_unit(confidence, "confidence", "a confidence level")
     p = check_open_unit(p, "p", "a proportion")
-    k = check_int(n_models, "n_models", low=1)
+    k = check_int(n_models, "n_models", low=1, int64=False)  # a count in Python arithmetic only
     if not isinstance(comparison, (bool, np.bool_)):
         raise ValueError(f"comparison must be True or False, got {comparison!r}")
     if rounding not in ("up", "nearest"):
