@@ -162,3 +162,56 @@ def test_summary_command_with_named_columns(tmp_path):
     out = subprocess.run(cmd[:5], capture_output=True, text=True, env={"PYTHONPATH": str(SRC), "PATH": ""})
     assert out.returncode == 1 and out.stderr.startswith("error: ") and "--user-column" in out.stderr
     assert out.stderr.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the chapters' dataset parameter (itemsampling.experiments)
+# ---------------------------------------------------------------------------------------------
+def test_experiments_keep_a_given_user_line_split(tmp_path):
+    from itemsampling import experiments as E
+
+    (tmp_path / "train.txt").write_text("0 1 2\n1 2 3\n2 1\n")
+    (tmp_path / "test.txt").write_text("0 3 4\n1 4\n3 2\n")  # user 3 has no training item
+    assert E.has_given_split(str(tmp_path)) and not E.has_given_split("sim-ml100k")
+    train, test = E.load_split(str(tmp_path), rng=0)
+    ids = train.attrs["item_ids"]
+    assert sorted(zip(train.user, ids[train.item])) == [(0, 1), (0, 2), (1, 2), (1, 3), (2, 1)]
+    # one held-out item per test user with a training item: user 0 gets 3 or 4, user 1 gets 4
+    held = dict(zip(test.user.tolist(), ids[test.item].tolist()))
+    assert set(held) == {0, 1} and held[0] in (3, 4) and held[1] == 4
+    assert test.attrs["dropped_users"] == 1 and test.attrs["held_out_rows"] == 4
+    # the draw follows the seed: over seeds both of user 0's test items are chosen
+    firsts = {int(ids[E.load_split(str(tmp_path), rng=r)[1].item.iat[0]]) for r in range(12)}
+    assert firsts == {3, 4}
+    text = E.data_statement(str(tmp_path))
+    assert text.startswith(f"Data: the user-line split `train.txt` + `test.txt` in `{tmp_path.resolve()}`, "
+                           "4 users, 4 items, 9 interactions; SHA-256 `train.txt` `" + _sha(tmp_path / "train.txt"))
+    assert "its own train/test split, which the chapter's split keeps" in text
+
+
+def test_experiments_named_columns_and_formats(tmp_path):
+    from itemsampling import experiments as E
+
+    u, i, r, t = interactions(n_users=30, n_items=80)
+    pd.DataFrame({"who": u, "what": i, "ts": t}).to_csv(tmp_path / "x.csv", index=False)
+    with pytest.raises(ValueError, match=r"has no user column"):
+        E.load_split(str(tmp_path / "x.csv"))
+    ds = E.dataset_source(str(tmp_path / "x.csv"), "who", "what")
+    assert isinstance(ds, E.DataSource) and ds == str((tmp_path / "x.csv").resolve())
+    train, test = E.load_split(ds, rng=0)
+    assert len(test) == 30 and len(train) + len(test) == u.size
+    # leave-last-out on the timestamps: each user's held-out item is their latest
+    last = pd.DataFrame({"u": u, "i": i, "t": t}).sort_values("t").groupby("u").i.last()
+    assert test.attrs["item_ids"][test.item].tolist() == last.tolist()
+    assert E.describe_dataset(ds) == (f"the interactions table `x.csv` in `{tmp_path.resolve()}` "
+                                      "(user column `who`, item column `what`)")
+    assert E.dataset_fingerprint(ds)["columns"] == ["who", "what"]
+    import pickle
+
+    assert pickle.loads(pickle.dumps(ds)).user_column == "who"
+    assert E.dataset_source("sim-ml100k") == "sim-ml100k"
+    with pytest.raises(ValueError, match=r"dataset 'sim-ml100k' is simulated"):
+        E.dataset_source("sim-ml100k", "who")
+    write_recbole(tmp_path / "rb", n_users=30, n_items=80)
+    assert E.describe_dataset(str(tmp_path / "rb")) == f"the RecBole atomic file `ml-small.inter` in `{tmp_path / 'rb'}`"
+    assert [f.name for f in E.dataset_files(str(tmp_path / "rb"))] == ["ml-small.inter"]
