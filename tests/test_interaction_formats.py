@@ -215,3 +215,15 @@ def test_experiments_named_columns_and_formats(tmp_path):
     write_recbole(tmp_path / "rb", n_users=30, n_items=80)
     assert E.describe_dataset(str(tmp_path / "rb")) == f"the RecBole atomic file `ml-small.inter` in `{tmp_path / 'rb'}`"
     assert [f.name for f in E.dataset_files(str(tmp_path / "rb"))] == ["ml-small.inter"]
+
+
+def test_splits_of_a_frame_with_a_given_split_drop_its_row_flags(tmp_path):
+    from itemsampling.data import holdout_fraction, leave_last_out
+
+    (tmp_path / "train.txt").write_text("0 1 2 3\n1 2 3\n")
+    (tmp_path / "test.txt").write_text("0 4\n1 1\n")
+    df = load_interactions(tmp_path)
+    assert df.attrs["held_out"].tolist() == [False, False, False, True, False, False, True]
+    for train, test in (leave_last_out(df, rng=0), holdout_fraction(df, 0.5, rng=0)):
+        assert "held_out" not in train.attrs and "held_out" not in test.attrs
+        assert train.attrs["n_items"] == 4 and len(train) + len(test) == 7
