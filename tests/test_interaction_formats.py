@@ -227,3 +227,15 @@ def test_splits_of_a_frame_with_a_given_split_drop_its_row_flags(tmp_path):
     for train, test in (leave_last_out(df, rng=0), holdout_fraction(df, 0.5, rng=0)):
         assert "held_out" not in train.attrs and "held_out" not in test.attrs
         assert train.attrs["n_items"] == 4 and len(train) + len(test) == 7
+
+
+def test_headerless_rows_told_from_user_lines(tmp_path):
+    """Rows of equal width whose first field repeats are a table; one line per user (each user
+    once, every user with two items here) are user lines."""
+    (tmp_path / "a.txt").write_text("".join(f"{u} {100 + u} {200 + u}\n" for u in range(30)))
+    (tmp_path / "b.txt").write_text("".join(f"{u // 2} {u} 5\n" for u in range(30)))
+    assert detect_format(tmp_path / "a.txt")[0] == "user-lines"
+    assert load_interactions(tmp_path / "a.txt").attrs["n_items"] == 60
+    assert detect_format(tmp_path / "b.txt")[0] == "table"
+    df = load_interactions(tmp_path / "b.txt")
+    assert (df.attrs["n_users"], df.attrs["n_items"], df.rating.tolist()) == (15, 30, [5.0] * 30)

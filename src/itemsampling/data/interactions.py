@@ -437,9 +437,11 @@ def _sniff_file(path: Path) -> str | None:
     counted = all(int(float(r[0])) == len(r) - 1 for r in rows)
     if counted and (len(widths) > 1 or name == "users.dat"):
         return "count-lines"
-    if len(widths) == 1 and 2 <= widths.pop() <= 4:
-        return "table"
-    return "user-lines"
+    firsts = [r[0] for r in rows]
+    if len(widths) == 1 and 2 <= widths.pop() <= 4 and (len(set(firsts)) < len(firsts) or len(rows) < 20):
+        return "table"  # rows 'user item [rating [timestamp]]': a user on several rows
+    return "user-lines"  # one line per user (each user once), 'user item item ...'
+
 
 
 def detect_format(path) -> tuple[str, list[Path]]:
