@@ -126,14 +126,13 @@ def check_int(value, name: str, low: int | None = None, high: int | None = None,
         else:
             raise ValueError(f"{name} must be an integer, got {value!r}")
     value = int(value)
-    if int64 and not -2**63 <= value < 2**63:  # numpy holds no larger integer: refused here, not as a later cast's NaN
-        raise ValueError(f"{name} must fit in a 64-bit integer (-2**63..2**63-1)"
-                         + (f" and be >= {low}" if low is not None else "")
-                         + (f" and <= {high}" if high is not None else "") + f", got {value}")
     if low is not None and value < low:
         raise ValueError(f"{name} must be >= {low}" + (f" and <= {high}" if high is not None else "") + f", got {value}")
     if high is not None and value > high:
         raise ValueError(f"{name} must be <= {high}" + (f" and >= {low}" if low is not None else "") + f", got {value}")
+    if int64 and not -2**63 <= value < 2**63:  # numpy holds no larger integer: refused here, not as a later cast's NaN
+        raise ValueError(f"{name} must fit in a 64-bit integer (-2**63..2**63-1)"
+                         + (f" and be >= {low}" if low is not None else "") + f", got {value}")
     return value
 
 
