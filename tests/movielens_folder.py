@@ -67,3 +67,36 @@ def write_ncf(folder, name: str = "ml-small", n_decoys: int = 99, **kw) -> Path:
     (folder / f"{name}.test.rating").write_text(te)
     (folder / f"{name}.test.negative").write_text("".join(neg))
     return folder
+
+
+def write_user_lines(folder, test: bool = True, **kw) -> Path:
+    """Write :func:`interactions` as a user-line split (NGCF / LightGCN / KGAT): ``train.txt`` with
+    each user's earlier items and, with ``test``, ``test.txt`` with each user's last two items,
+    lines ``user item item ...`` with 0-based ids."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    u, i, _, _ = interactions(**kw)
+    _, u = np.unique(u, return_inverse=True)
+    _, i = np.unique(i, return_inverse=True)
+    tr, te = [], []
+    for a in np.unique(u):
+        items = i[u == a]
+        cut = items.size - 2 if test else items.size
+        tr.append(" ".join(map(str, [a, *items[:cut]])) + "\n")
+        te.append(" ".join(map(str, [a, *items[cut:]])) + "\n")
+    (folder / "train.txt").write_text("".join(tr))
+    if test:
+        (folder / "test.txt").write_text("".join(te))
+    return folder
+
+
+def write_recbole(folder, name: str = "ml-small", **kw) -> Path:
+    """Write :func:`interactions` as a RecBole atomic file ``name.inter`` (tab-separated, header
+    ``user_id:token item_id:token rating:float timestamp:float``) into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    u, i, r, t = interactions(**kw)
+    text = "user_id:token\titem_id:token\trating:float\ttimestamp:float\n" + "".join(
+        f"{a}\t{b}\t{c}.0\t{d}\n" for a, b, c, d in zip(u, i, r, t))
+    (folder / f"{name}.inter").write_text(text)
+    return folder

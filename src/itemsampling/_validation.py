@@ -116,8 +116,10 @@ def check_memory(n_bytes, what: str, argument: str) -> None:
                          f"is available; reduce {argument}")
 
 
-def check_int(value, name: str, low: int | None = None, high: int | None = None) -> int:
-    """Return ``value`` as a Python int if it is an integer in ``[low, high]``."""
+def check_int(value, name: str, low: int | None = None, high: int | None = None, int64: bool = True) -> int:
+    """Return ``value`` as a Python int if it is an integer in ``[low, high]``; with ``int64`` (the
+    default) it must also fit in a 64-bit integer, as every size, count and id numpy holds must (a
+    count used only in Python arithmetic, such as a number of comparisons, passes ``int64=False``)."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
         if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
             value = int(value)
@@ -128,6 +130,9 @@ def check_int(value, name: str, low: int | None = None, high: int | None = None)
         raise ValueError(f"{name} must be >= {low}" + (f" and <= {high}" if high is not None else "") + f", got {value}")
     if high is not None and value > high:
         raise ValueError(f"{name} must be <= {high}" + (f" and >= {low}" if low is not None else "") + f", got {value}")
+    if int64 and not -2**63 <= value < 2**63:  # numpy holds no larger integer: refused here, not as a later cast's NaN
+        raise ValueError(f"{name} must fit in a 64-bit integer (-2**63..2**63-1)"
+                         + (f" and be >= {low}" if low is not None else "") + f", got {value}")
     return value
 
 

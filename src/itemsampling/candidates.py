@@ -309,6 +309,13 @@ def popularity_score(lists, popularity, normalize: bool = False) -> float:
     if L.size and (L.max() >= N or L.min() < -1):
         raise ValueError(f"lists must hold item ids in 0..{N - 1} (or -1 for padding)")
     valid = L >= 0
+    srt = np.sort(np.where(valid, L, -1), axis=1)
+    rep = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
+    if rep.any():
+        row = int(np.flatnonzero(rep.any(axis=1))[0])
+        item = int(srt[row, 1:][rep[row]][0])
+        raise ValueError(f"lists must not repeat an item within a list (a recommendation list holds each item "
+                         f"once); list {row} holds item {item} more than once")
     n = valid.sum(axis=1)
     if not np.any(n):
         raise ValueError("lists must contain at least one item")
@@ -326,10 +333,15 @@ def popularity_prone(scores: dict, reference: float, margin: float = 0.0, relati
     ``relative`` in (0, 1], an algorithm must also have an excess over ``reference`` of at least
     ``relative`` times the largest excess among ``scores`` (the paper reads the label off "very high
     popularity scores" relative to the other algorithms in its Fig. 2). Sorted by decreasing score."""
-    reference = float(reference)
-    if not np.isfinite(reference):
-        raise ValueError(f"reference must be a finite number, got {reference}")
+    reference = check_real(reference, "reference")
     margin = check_real(margin, "margin", low=0.0)
+    if not isinstance(scores, dict):
+        raise ValueError(f"scores must be a dict mapping algorithm names to popularity scores, got "
+                         f"{type(scores).__name__}")
+    for k, v in scores.items():
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(v):
+            raise ValueError(f"scores[{k!r}] must be a finite number (a popularity score), got {v!r}")
     excess = {k: float(v) - reference for k, v in scores.items()}
     floor = 0.0
     if relative is not None:

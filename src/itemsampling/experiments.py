@@ -56,14 +56,15 @@ from . import ranking as _ranking
 from ._parallel import SCHEDULER_ENV as _SCHEDULER_ENV
 from ._parallel import require_distributed
 from ._validation import as_rng, check_bool, check_int, check_ranks, check_seed
-from .data import (CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, leave_last_out, load_dataset,
-                   load_movielens, load_ncf, load_npz, load_truth, n_items_of, stable_hash)
+from .data import (CACHE_VERSION, DATASETS, FORMATS, atomic_save_npz, cache_dir, detect_format, given_split,
+                   leave_last_out, load_dataset, load_ncf, load_npz, load_truth, n_items_of, stable_hash)
+from .data import interactions as _interactions
+from .data import load_interactions as _load_interactions
 from .data import cache as _cache
 from .data import frames as _frames
 from .data import loaders as _loaders
 from .data import simulator as _simulator
 from .data.cache import CacheWarning, fingerprint, package_fingerprint, path_fingerprint
-from .data.loaders import _find_movielens_file
 from .metrics import canonical_metric, evaluate, metric_values
 from .ranking import global_ranks, sampled_ranks_explicit
 from .sampling import sample_ranks, sampled_metric_moments
@@ -77,6 +78,11 @@ __all__ = [
     "load_interactions",
     "describe_dataset",
     "dataset_files",
+    "dataset_source",
+    "DataSource",
+    "data_statement",
+    "data_phrase",
+    "has_given_split",
     "fit_models",
     "load_global_ranks",
     "sample_pool_ranks",
@@ -135,115 +141,212 @@ def make_model(name: str, rng: int = 0, dataset: str | None = None):
     return cls(**params)
 
 
-def _ncf_prefix(folder: Path) -> str | None:
-    """The prefix ``NAME`` of an NCF-style split (``NAME.train.rating``, ``NAME.test.rating``,
-    ``NAME.test.negative``) in ``folder``, or ``None`` when the folder holds none."""
-    names = sorted(f.name[:-len(".train.rating")] for f in folder.glob("*.train.rating"))
-    if not names:
-        return None
-    if len(names) > 1:
-        raise ValueError(f"dataset folder {folder} holds several NCF splits {names}; pass the folder of one")
-    return names[0]
+class DataSource(str):
+    """The path of a data folder or file (a ``str``, so every helper takes it as ``dataset``) that
+    also carries the user and item columns of a table or RecBole file (``user_column``,
+    ``item_column``; ``None``: the usual names). Made by :func:`dataset_source`."""
+
+    def __new__(cls, path, user_column=None, item_column=None):
+        obj = super().__new__(cls, str(path))
+        obj.user_column, obj.item_column = user_column, item_column
+        return obj
+
+    def __reduce__(self):
+        return (DataSource, (str(self), self.user_column, self.item_column))
+
+
+def _columns(dataset) -> tuple:
+    return (getattr(dataset, "user_column", None), getattr(dataset, "item_column", None))
+
+
+def dataset_source(dataset, user_column=None, item_column=None):
+    """A chapter's ``dataset`` parameter with its ``user_column`` / ``item_column`` parameters: the
+    dataset unchanged when both are ``None``, else a :class:`DataSource` (the resolved path with the
+    columns). Columns given for a simulated dataset are refused naming the parameter."""
+    for name, v in (("user_column", user_column), ("item_column", item_column)):
+        if v is not None and (not isinstance(v, str) or not v.strip()):
+            raise ValueError(f"{name} must be a column name (a non-empty string) or None, got {v!r:.60}")
+    if user_column is None and item_column is None:
+        return dataset
+    key = _check_dataset(dataset)
+    if key in DATASETS:
+        raise ValueError(f"user_column / item_column name columns of a data file; dataset {key!r} is simulated")
+    return DataSource(key, user_column, item_column)
 
 
 def _check_dataset(dataset) -> str:
     """A simulated dataset's name (see :data:`itemsampling.data.DATASETS`) or the path of a folder
-    holding MovieLens files (``u.data``, ``ratings.dat`` or ``ratings.csv``; searched recursively)
-    or an NCF-style split; returns the name, or the folder's absolute path as a string."""
+    or file of interactions in a format :func:`itemsampling.data.load_interactions` reads (recognised
+    by content: :data:`itemsampling.data.FORMATS`); returns the name, or the absolute path as a
+    string (a :class:`DataSource` keeps its columns)."""
+    cols = _columns(dataset)
     if isinstance(dataset, Path):
         dataset = str(dataset)
     if not isinstance(dataset, str) or not dataset:
-        raise ValueError(f"dataset must be one of {sorted(DATASETS)} or the path of a folder holding MovieLens "
-                         f"files (u.data, ratings.dat, ratings.csv) or an NCF split, got {dataset!r}")
+        raise ValueError(f"dataset must be one of {sorted(DATASETS)} or the path of a folder or file of "
+                         f"interactions ({'; '.join(FORMATS)}), got {dataset!r}")
     if dataset in DATASETS:
-        return dataset
-    folder = Path(dataset).expanduser()
-    if not folder.is_dir():
-        raise ValueError(f"dataset must be one of {sorted(DATASETS)} or the path of an existing folder holding "
-                         f"MovieLens files (u.data, ratings.dat, ratings.csv) or an NCF split, got {dataset!r}")
-    if _ncf_prefix(folder) is None:
-        _find_movielens_file(folder)  # a ValueError naming the folder when it holds no ratings file
-    return str(folder.resolve())
+        return str(dataset)
+    path = Path(dataset).expanduser()
+    if not path.exists():
+        raise ValueError(f"dataset must be one of {sorted(DATASETS)} or the path of an existing folder or file "
+                         f"of interactions ({'; '.join(FORMATS)}), got {str(dataset)!r}")
+    detect_format(path)  # a ValueError listing the formats when no loader reads it
+    key = str(path.resolve())
+    return DataSource(key, *cols) if any(c is not None for c in cols) else key
 
 
 def dataset_files(dataset) -> list[Path]:
-    """The files a dataset is read from: none for a simulated dataset, else the MovieLens ratings
-    file or the three NCF files."""
+    """The files a dataset is read from: none for a simulated dataset, else the files of its
+    format (:func:`itemsampling.data.detect_format`)."""
     dataset = _check_dataset(dataset)
     if dataset in DATASETS:
         return []
-    folder = Path(dataset)
-    prefix = _ncf_prefix(folder)
-    if prefix is not None:
-        return [folder / f"{prefix}.{k}" for k in ("train.rating", "test.rating", "test.negative")]
-    return [_find_movielens_file(folder)]
+    return detect_format(dataset)[1]
+
+
+def _format(dataset) -> str | None:
+    dataset = _check_dataset(dataset)
+    return None if dataset in DATASETS else detect_format(dataset)[0]
+
+
+_FORMAT_WORDS = {"user-lines": "the user-line split", "count-lines": "the count-prefixed user lines",
+                 "recbole": "the RecBole atomic file", "table": "the interactions table"}
 
 
 def describe_dataset(dataset) -> str:
     """One Markdown phrase saying which data a chapter ran on, for glued prose, such as "the
-    simulated dataset ``sim-ml1m``", "the MovieLens file ``ratings.dat`` in ``/data/ml-1m``" or "the
-    NCF split ``ml-1m`` in ``/data/ncf``" (the names in Markdown backticks)."""
+    simulated dataset ``sim-ml1m``", "the MovieLens file ``ratings.dat`` in ``/data/ml-1m``", "the
+    NCF split ``ml-1m`` in ``/data/ncf``", "the user-line split ``train.txt`` + ``test.txt`` in
+    ``/data/amazon-book``" or "the RecBole atomic file ``ml-100k.inter`` in ``/data``" (the names
+    in Markdown backticks)."""
     dataset = _check_dataset(dataset)
     if dataset in DATASETS:
         return f"the simulated dataset `{dataset}`"
-    files = dataset_files(dataset)
-    if len(files) == 3:
-        return f"the NCF split `{files[0].name[:-len('.train.rating')]}` in `{dataset}`"
-    return f"the MovieLens file `{files[0].name}` in `{files[0].parent}`"
+    kind, files = detect_format(dataset)
+    if kind == "ncf":
+        return f"the NCF split `{files[0].name[:-len('.train.rating')]}` in `{files[0].parent}`"
+    if kind == "movielens":
+        return f"the MovieLens file `{files[0].name}` in `{files[0].parent}`"
+    names = " + ".join(f"`{f.name}`" for f in files)
+    cols = [f"{r} column `{c}`" for r, c in zip(("user", "item"), _columns(dataset)) if c is not None]
+    return f"{_FORMAT_WORDS[kind]} {names} in `{files[0].parent}`" + (f" ({', '.join(cols)})" if cols else "")
 
 
 def load_interactions(dataset) -> pd.DataFrame:
     """All interactions of a dataset (``user, item, rating, timestamp``, ids 0-based): a simulated
-    dataset's observed data, a MovieLens file re-indexed by :func:`itemsampling.data.load_movielens`,
-    or an NCF split's training and test rows together."""
+    dataset's observed data, or a folder or file read by :func:`itemsampling.data.load_interactions`
+    (with a :class:`DataSource`'s columns); an NCF or user-line split gives its training and test
+    rows together, the test rows flagged in ``attrs["held_out"]``."""
     dataset = _check_dataset(dataset)
     if dataset in DATASETS:
         return load_dataset(dataset)
+    return _load_interactions(dataset, *_columns(dataset))
+
+
+def has_given_split(dataset) -> bool:
+    """Whether a dataset comes with its own train/test split (an NCF split, ``train.txt`` with
+    ``test.txt``), which :func:`load_split` keeps."""
+    kind = _format(dataset)
+    return kind == "ncf" or (kind == "user-lines" and len(dataset_files(dataset)) == 2)
+
+
+def data_phrase(dataset) -> str:
+    """A Markdown phrase naming a dataset with its users, items and interactions and the SHA-256
+    digest of every file read, e.g. "the RecBole atomic file ``ml-100k.inter`` in ``/data``, 943
+    users, 1,682 items, 100,000 interactions; SHA-256 ``ml-100k.inter`` ``4c5a...``" (a simulated
+    dataset: generated by the package, no file to hash)."""
+    dataset = _check_dataset(dataset)
+    df = load_interactions(dataset)
+    U, N, n = int(df.attrs.get("n_users", df["user"].max() + 1)), n_items_of(df), len(df)
+    head = f"{describe_dataset(dataset)}, {U:,} users, {N:,} items, {n:,} interactions"
+    if dataset in DATASETS:
+        return head + " (generated by the package from its configuration; no file to hash)"
+    files = df.attrs.get("source", {}).get("files", [])
+    return head + "; SHA-256 " + ", ".join(f"`{f['name']}` `{f['sha256']}`" for f in files)
+
+
+def data_statement(dataset, keeps_split: bool = True) -> str:
+    """Markdown sentences stating the data a chapter ran on: its description, users, items,
+    interactions and the SHA-256 digest of every file read (a simulated dataset: generated by the
+    package, no file), and for a dataset with its own train/test split how :func:`load_split` keeps
+    it (the held-out items), or, with ``keeps_split=False`` (a chapter that splits the data its own
+    way), that the chapter does not use it."""
+    keeps_split = check_bool(keeps_split, "keeps_split")
+    dataset = _check_dataset(dataset)
+    text = f"Data: {data_phrase(dataset)}."
+    if dataset in DATASETS:
+        return text
     files = dataset_files(dataset)
-    if len(files) == 1:
-        return load_movielens(files[0])
-    train, test, _ = load_ncf(Path(dataset), files[0].name[:-len(".train.rating")])
-    df = pd.concat([train, test], ignore_index=True).sort_values(["user", "timestamp"], kind="stable")
-    df = df.reset_index(drop=True)
-    df.attrs.update({"n_users": train.attrs["n_users"], "n_items": train.attrs["n_items"]})
-    return df
+    if has_given_split(dataset) and not keeps_split:
+        text += (" It comes with its own train/test split, which this chapter does not use: it splits the "
+                 "interactions of both files its own way, as described below.")
+    elif has_given_split(dataset):
+        train_name, test_name = files[0].name, files[1].name
+        text += (f" It comes with its own train/test split, which the chapter's split keeps: the models train "
+                 f"on `{train_name}`, and each test user's held-out item is one of their `{test_name}` items, "
+                 "drawn with the seed (a user's other test items are neither trained on nor held out, so they "
+                 "stay in the ranking pool); users without a training item are dropped.")
+    return text
 
 
 def load_split(dataset: str = "sim-ml1m", rng: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(train, test)`` with one held-out interaction per test user, the split every helper here uses.
 
-    * a simulated dataset (``"sim-ml1m"``, ``"sim-ml100k"``) or a folder of MovieLens files
-      (:func:`itemsampling.data.load_movielens`): :func:`itemsampling.data.leave_last_out`, ties
-      broken with a seed derived from ``rng``; users with a single interaction cannot be split and are
-      dropped (their number is in ``test.attrs["dropped_users"]``);
+    * a simulated dataset (``"sim-ml1m"``, ``"sim-ml100k"``) or data without a split of its own
+      (MovieLens files, count-prefixed user lines, RecBole files, tables, ``train.txt`` alone):
+      :func:`itemsampling.data.leave_last_out`, ties (and data without timestamps) broken with a seed
+      derived from ``rng``; users with a single interaction cannot be split and are dropped (their
+      number is in ``test.attrs["dropped_users"]``);
     * a folder holding an NCF-style split (:func:`itemsampling.data.load_ncf`): its own train and test
       files (leave-one-out by He et al. 2017); its 99 fixed decoys per user are not used, the book
-      draws its own. Test users without a training interaction are dropped.
+      draws its own. Test users without a training interaction are dropped;
+    * a user-line split (``train.txt`` + ``test.txt``): its own split is kept: train on
+      ``train.txt``, and hold out for each test user one of their ``test.txt`` items drawn with a
+      seed derived from ``rng`` (the user's other test items are not trained on and stay in the
+      ranking pool); test users without a training item are dropped.
     """
     dataset = _check_dataset(dataset)
     rng = check_seed(rng, "rng")
     if dataset in DATASETS:
         return leave_last_out(load_dataset(dataset), rng=np.random.default_rng(_model_seed(rng, "split")))
-    files = dataset_files(dataset)
-    if len(files) == 3:
-        train, test, _ = load_ncf(Path(dataset), files[0].name[:-len(".train.rating")])
+    kind, files = detect_format(dataset)
+    if kind == "ncf":
+        train, test, _ = load_ncf(files[0].parent, files[0].name[:-len(".train.rating")])
         known = np.isin(test["user"].to_numpy(), train["user"].to_numpy())
         dropped = int((~known).sum())
         attrs = dict(test.attrs)
         test = test[known].sort_values("user", kind="stable").reset_index(drop=True)
         test.attrs.update(attrs)
-    else:
-        df = load_movielens(files[0])
-        counts = np.bincount(df["user"].to_numpy())
-        keep = counts[df["user"].to_numpy()] >= 2
-        dropped = int(np.sum((counts > 0) & (counts < 2)))
-        if dropped:
-            attrs = dict(df.attrs)
-            df = df[keep].reset_index(drop=True)
-            df.attrs.update(attrs)
-        if df.empty:
-            raise ValueError(f"dataset {dataset}: no user has two or more interactions to split")
-        train, test = leave_last_out(df, rng=np.random.default_rng(_model_seed(rng, "split")))
+        test.attrs["dropped_users"] = dropped
+        return train, test
+    df = _load_interactions(dataset, *_columns(dataset))
+    split = given_split(df)
+    if split is not None:
+        train, held = split
+        gen = np.random.default_rng(_model_seed(rng, "split"))
+        hu = held["user"].to_numpy()
+        order = np.lexsort((gen.random(hu.size), hu))
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = hu[order][1:] != hu[order][:-1]
+        pick = order[first]
+        known = np.isin(hu[pick], train["user"].to_numpy())
+        attrs = dict(train.attrs)
+        test = held.iloc[np.sort(pick[known])].sort_values("user", kind="stable").reset_index(drop=True)
+        test.attrs.update(attrs)
+        test.attrs["dropped_users"] = int((~known).sum())
+        test.attrs["held_out_rows"] = int(len(held))
+        return train, test
+    counts = np.bincount(df["user"].to_numpy())
+    keep = counts[df["user"].to_numpy()] >= 2
+    dropped = int(np.sum((counts > 0) & (counts < 2)))
+    if dropped:
+        attrs = dict(df.attrs)
+        df = df[keep].reset_index(drop=True)
+        df.attrs.update(attrs)
+    if df.empty:
+        raise ValueError(f"dataset {dataset}: no user has two or more interactions to split")
+    train, test = leave_last_out(df, rng=np.random.default_rng(_model_seed(rng, "split")))
     test.attrs["dropped_users"] = dropped
     return train, test
 
@@ -331,7 +434,8 @@ def _code_version() -> str:
     """Hash of the source of the modules that produce the ranks: editing them invalidates caches."""
     import inspect
 
-    return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _cache, _frames, _loaders, _simulator)])
+    return stable_hash([inspect.getsource(m) for m in (_models, _ranking, _cache, _frames, _loaders, _simulator,
+                                                       _interactions)])
 
 
 def dataset_fingerprint(dataset) -> dict:
@@ -343,7 +447,10 @@ def dataset_fingerprint(dataset) -> dict:
     if dataset in DATASETS:
         return {"name": dataset, "config": dict(DATASETS[dataset].__dict__)}
     files = dataset_files(dataset)
-    return {"path": dataset, "files": [f.name for f in files], "content": [path_fingerprint(f) for f in files]}
+    out = {"path": str(dataset), "files": [f.name for f in files], "content": [path_fingerprint(f) for f in files]}
+    if any(c is not None for c in _columns(dataset)):
+        out["columns"] = list(_columns(dataset))
+    return out
 
 
 def _dataset_label(dataset) -> str:

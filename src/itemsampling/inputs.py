@@ -143,6 +143,14 @@ def _resolve_columns(path, columns, overrides: dict) -> dict:
                              f"with --{role.replace('_', '-')}-column")
         if found:
             roles[role] = found[0]
+    seen: dict = {}
+    for role, col in roles.items():
+        if col in seen:
+            named = [f"--{r.replace('_', '-')}-column" for r in (seen[col], role) if overrides.get(r) is not None]
+            raise InputError(f"{path}: column {col!r} cannot be both the {seen[col].replace('_', ' ')} column and the "
+                             f"{role.replace('_', ' ')} column" + (f" (named by {' and '.join(named)})" if named else "")
+                             + "; name a different column for each")
+        seen[col] = role
     if "rank" not in roles:
         numeric_header = all(_is_number(c) for c in cols)
         hint = (" (the first line holds numbers: the file needs a header row)" if numeric_header else
@@ -236,6 +244,9 @@ def read_rank_file(path, n_items: int | None, sample_size: int | None = None, fm
         raise InputError(f"{p}: no such file")
     if p.is_dir():
         raise InputError(f"{p}: is a folder, not a file of sampled ranks")
+    if not p.is_file():  # a FIFO with no writer would block the read forever; a device or socket is no file
+        raise InputError(f"{p}: not a regular file (a named pipe, device or socket cannot be read as a file of "
+                         "sampled ranks); write the ranks to a file first")
     if fmt is None:
         fmt = FORMATS.get(p.suffix.lower())
         if fmt is None:

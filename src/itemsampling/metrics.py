@@ -175,6 +175,8 @@ def _check_groups(ranks, users, n_users, n_items):
     if u.dtype.kind not in "iu":
         raise ValueError(f"users must hold integer user indices, got dtype {u.dtype}")
     u = u.astype(np.int64)
+    if u.size and u.min() < 0:
+        raise ValueError(f"users must hold user indices >= 0, got {u.min()}")
     if n_users is None:
         n_users = int(u.max()) + 1
     n_users = check_int(n_users, "n_users", low=1)
@@ -212,6 +214,9 @@ def set_metric_values(ranks, users, metric: str, k: int | None = None, n_users: 
     name = _set_metric_name(metric)
     R, u, M = _check_groups(ranks, users, n_users, n_items)
     if k is not None:
+        if name == "auc":
+            raise ValueError(f"k must be None for metric 'auc' (AUC has no cut-off: it averages over the whole "
+                             f"list), got k={k!r}")
         k = check_int(k, "k", low=1)
     n_list = None
     if n_items is not None:

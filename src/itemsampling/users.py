@@ -35,6 +35,8 @@ from scipy import stats
 
 from ._validation import as_rng, check_int, check_memory, check_open_unit
 
+_BOOT_BLOCK = 1 << 22  # multinomial counts drawn per block of bootstrap replicates (32 MiB of int64)
+
 __all__ = [
     "INTERVAL_METHODS",
     "TESTS",
@@ -64,7 +66,8 @@ def critical_value(confidence: float = 0.95) -> float:
     r"""The two-sided normal critical value :math:`z_{\alpha/2} = \Phi^{-1}(1 - \alpha/2)`,
     :math:`\alpha = 1 -` ``confidence`` (1.959964 at 95%)."""
     c = check_open_unit(confidence, "confidence", "a confidence level")
-    return float(stats.norm.ppf(1.0 - (1.0 - c) / 2.0))
+    # the upper tail alpha/2 through isf: 1 - alpha/2 rounds to 1.0 (and ppf to inf) for alpha below 2.2e-16
+    return float(stats.norm.isf((1.0 - c) / 2.0))
 
 
 def sample_size(margin, confidence: float = 0.95, p: float = 0.5, n_models: int = 1,
@@ -91,7 +94,7 @@ def sample_size(margin, confidence: float = 0.95, p: float = 0.5, n_models: int 
     e = check_open_unit(margin, "margin", "a margin of error")
     c = check_open_unit(confidence, "confidence", "a confidence level")
     p = check_open_unit(p, "p", "a proportion")
-    k = check_int(n_models, "n_models", low=1)
+    k = check_int(n_models, "n_models", low=1, int64=False)  # a count in Python arithmetic only
     if not isinstance(comparison, (bool, np.bool_)):
         raise ValueError(f"comparison must be True or False, got {comparison!r}")
     if rounding not in ("up", "nearest"):
@@ -206,7 +209,7 @@ def confidence_interval(values, confidence: float = 0.95, method: str = "wilson"
         if not (math.isfinite(mean) and math.isfinite(sd)):  # sums of values near the float limit overflow
             scale = float(np.abs(x).max())
             mean, sd = float((x / scale).mean()), float((x / scale).std(ddof=1))
-        h = float(stats.t.ppf(1.0 - (1.0 - c) / 2.0, m - 1)) * sd / math.sqrt(m)
+        h = float(stats.t.isf((1.0 - c) / 2.0, m - 1)) * sd / math.sqrt(m)
         with np.errstate(over="ignore"):
             low, high = (mean - h) * scale, (mean + h) * scale
         if not (math.isfinite(low) and math.isfinite(high)):
@@ -222,9 +225,20 @@ def confidence_interval(values, confidence: float = 0.95, method: str = "wilson"
     n_boot = check_int(n_boot, "n_boot", low=10)
     gen = as_rng(rng)
     vals, counts = np.unique(x, return_counts=True)
-    means = gen.multinomial(m, counts / m, size=n_boot) @ vals / m
+    # the draws are made in blocks of at most _BOOT_BLOCK replicates; the means (8 bytes each) and one
+    # block of counts are checked against the memory budget before anything is allocated
+    block = max(1, min(n_boot, _BOOT_BLOCK // max(vals.size, 1)))
+    check_memory(8.0 * n_boot + 8.0 * block * vals.size, f"the bootstrap's {n_boot:,} resampled means", "n_boot")
+    # values so large that a sum of m of them overflows: the means are taken on the values scaled by
+    # their largest magnitude (as the 't' interval does)
+    big = float(np.abs(vals).max())
+    scale = big if big > sys.float_info.max / (2.0 * m) else 1.0
+    means = np.empty(n_boot)
+    for start in range(0, n_boot, block):
+        stop = min(n_boot, start + block)
+        means[start:stop] = gen.multinomial(m, counts / m, size=stop - start) @ (vals / scale) / m
     lo, hi = np.quantile(means, [(1.0 - c) / 2.0, 1.0 - (1.0 - c) / 2.0])
-    return float(lo), float(hi)
+    return float(lo) * scale, float(hi) * scale
 
 
 @dataclass(frozen=True)

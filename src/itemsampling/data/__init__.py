@@ -23,7 +23,8 @@ cached under ``data/cache/`` (atomic writes). The TORS-shaped catalogues ``sim-p
 (TORS), Table 2 (:class:`ShapedConfig`, :func:`simulate_shaped`).
 
 The subpackage is split by role: :mod:`.simulator` (simulator and embedded datasets),
-:mod:`.loaders` (real files, download), :mod:`.frames` (splits, statistics), :mod:`.cache`
+:mod:`.loaders` (MovieLens and NCF files, download), :mod:`.interactions` (every published format,
+recognised by content: :func:`load_interactions`), :mod:`.frames` (splits, statistics), :mod:`.cache`
 (cache folder, atomic writes, checksummed files). Every name is re-exported here.
 """
 
@@ -33,6 +34,8 @@ from .cache import (CACHE_VERSION, CacheWarning, atomic_save_npz, cache_dir, fin
                     package_fingerprint, path_fingerprint, stable_hash)
 from .frames import (COLUMNS, dataset_summary, gini, holdout_fraction, item_counts, leave_last_out,
                      n_items_of, n_users_of)
+from .interactions import (FORMATS, detect_format, given_split, load_count_lines, load_interactions, load_recbole,
+                           load_table, load_user_lines)
 from .loaders import (MOVIELENS_ARCHIVES, _parse_fast, _parse_rows, fetch_movielens, load_movielens,
                       load_ncf)
 from .simulator import (DATASETS, ShapedConfig, Simulation, SimulationConfig, load_dataset, load_simulation,
@@ -50,6 +53,14 @@ __all__ = [
     "load_truth",
     "load_movielens",
     "load_ncf",
+    "load_interactions",
+    "detect_format",
+    "given_split",
+    "load_user_lines",
+    "load_count_lines",
+    "load_recbole",
+    "load_table",
+    "FORMATS",
     "gini",
     "item_counts",
     "n_items_of",

@@ -1,12 +1,13 @@
 """Command line: ``python -m itemsampling.data fetch ml-1m --dest data/raw`` and
-``python -m itemsampling.data summary DATASET``."""
+``python -m itemsampling.data summary DATASET [--user-column NAME] [--item-column NAME]``."""
 
 from __future__ import annotations
 
 import json
 
 from .frames import dataset_summary
-from .loaders import MOVIELENS_ARCHIVES, fetch_movielens, load_movielens
+from .interactions import load_interactions
+from .loaders import MOVIELENS_ARCHIVES, fetch_movielens
 from .simulator import DATASETS, load_dataset
 
 
@@ -20,15 +21,30 @@ def _main(argv=None) -> int:
     f = sub.add_parser("fetch", help="download and verify a MovieLens archive")
     f.add_argument("release", choices=sorted(MOVIELENS_ARCHIVES))
     f.add_argument("--dest", default="data/raw")
-    s = sub.add_parser("summary", help="statistics of an embedded dataset or a MovieLens folder/file")
+    s = sub.add_parser("summary", help="statistics of an embedded dataset, or of a folder or file of interactions "
+                                       "(MovieLens, NCF, user-line splits, users.dat, RecBole .inter, CSV/TSV/Parquet)")
     s.add_argument("dataset")
+    s.add_argument("--user-column", default=None, help="the user column of a table or RecBole file")
+    s.add_argument("--item-column", default=None, help="the item column of a table or RecBole file")
     args = p.parse_args(argv)
     try:
         if args.cmd == "fetch":
             print(fetch_movielens(args.release, args.dest))
         else:
-            df = load_dataset(args.dataset) if args.dataset in DATASETS else load_movielens(args.dataset)
-            print(json.dumps(dataset_summary(df), indent=1))
+            if args.dataset in DATASETS:
+                if args.user_column is not None or args.item_column is not None:
+                    raise ValueError("--user-column / --item-column name columns of a file; "
+                                     f"{args.dataset} is a simulated dataset")
+                df = load_dataset(args.dataset)
+            else:
+                df = load_interactions(args.dataset, args.user_column, args.item_column)
+            out = dataset_summary(df)
+            if "source" in df.attrs:
+                out["format"] = df.attrs["source"]["format"]
+                out["files"] = df.attrs["source"]["files"]
+                if "held_out" in df.attrs:
+                    out["held_out"] = int(df.attrs["held_out"].sum())
+            print(json.dumps(out, indent=1))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -92,8 +92,11 @@ def _check_frame(df, name, columns=COLUMNS):
 
 
 def _copy_attrs(src: pd.DataFrame, *dsts: pd.DataFrame) -> None:
+    """The frame's attributes on its parts, except the row-aligned ``held_out`` flags of a given
+    split (:func:`itemsampling.data.given_split`), which describe the whole frame's rows only."""
     for d in dsts:
-        d.attrs.update({k: v for k, v in src.attrs.items()})
+        d.attrs.pop("held_out", None)
+        d.attrs.update({k: v for k, v in src.attrs.items() if k != "held_out"})
         d.attrs["n_users"] = n_users_of(src)
         d.attrs["n_items"] = n_items_of(src)
 

@@ -297,12 +297,20 @@ def fetch_movielens(release: str, dest="data/raw", progress: bool = True) -> Pat
 
         fd, tmp = tempfile.mkstemp(dir=dest, prefix=f".{release}.", suffix=".part")
         try:
-            with urllib.request.urlopen(url) as resp, os.fdopen(fd, "wb") as fh:
-                total = int(resp.headers.get("Content-Length") or 0)
-                with tqdm(total=total or None, unit="B", unit_scale=True, desc=release, disable=not progress) as bar:
-                    while chunk := resp.read(1 << 20):
-                        fh.write(chunk)
-                        bar.update(len(chunk))
+            try:
+                with os.fdopen(fd, "wb") as fh, urllib.request.urlopen(url) as resp:
+                    total = int(resp.headers.get("Content-Length") or 0)
+                    with tqdm(total=total or None, unit="B", unit_scale=True, desc=release,
+                              disable=not progress) as bar:
+                        while chunk := resp.read(1 << 20):
+                            fh.write(chunk)
+                            bar.update(len(chunk))
+            except OSError as exc:  # urllib's URLError and HTTPError are OSErrors, as are disk errors
+                state = (f"the archive {archive} fails its MD5 checksum (corrupt or incomplete)" if archive.exists()
+                         else f"there is no archive {archive} yet")
+                reason = getattr(exc, "reason", None) or exc.strerror or exc
+                raise ValueError(f"cannot download {url} ({reason}), and {state}; connect to the network, or "
+                                 f"place the archive (MD5 {md5}) in {dest}") from None
             got = hashlib.md5(Path(tmp).read_bytes()).hexdigest()
             if got != md5:
                 raise ValueError(f"checksum mismatch for {url}: expected MD5 {md5}, got {got}")
