@@ -128,3 +128,20 @@ def test_fetch_without_network_and_a_corrupt_archive(tmp_path, monkeypatch, caps
     assert err.startswith("error: cannot download") and err.count("\n") == 1
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["ml-100k.zip"]  # no partial file left
     assert sys.modules["urllib.request"].urlopen is offline
+
+
+def test_fractional_breaks_refused_and_integral_floats_accepted():
+    from itemsampling.estimators.grid import rank_grid
+
+    with pytest.raises(ValueError, match="breaks"):
+        rank_grid(10_000, 100, breaks=[5000.7])
+    a, b = rank_grid(10_000, 100, breaks=[5000.0]), rank_grid(10_000, 100, breaks=[5000])
+    assert np.array_equal(a.starts, b.starts) if hasattr(a, "starts") else repr(a) == repr(b)
+
+
+def test_bootstrap_memory_checked_before_drawing():
+    from itemsampling.estimators import estimate_metric
+
+    r = np.arange(1, 101)
+    with pytest.raises(ValueError, match="reduce n_boot"):
+        estimate_metric(r, 1000, 100, "recall", 500, "mle", ci=0.9, n_boot=10**12)

@@ -123,6 +123,11 @@ def scan_html(text: str) -> list[tuple[int, str]]:
     return problems
 
 
+#: pages generated from the docstrings (autodoc): their signatures ``k : int | None = None`` and the
+#: parameter names in their prose are the API itself, not glued values gone wrong
+API_PAGES = ("book/api.html",)
+
+
 def check(html_dir: Path) -> list[str]:
     """Every problem of the built book in ``html_dir``, as ``page:line: problem`` lines."""
     html_dir = Path(html_dir)
@@ -132,6 +137,8 @@ def check(html_dir: Path) -> list[str]:
     for path in sorted(html_dir.rglob("*.html")):
         rel = path.relative_to(html_dir)
         if rel.parts[0] in ("_static", "_sources", "_images") or rel.name in ("genindex.html", "search.html"):
+            continue
+        if rel.as_posix() in API_PAGES:  # the docstrings' signatures and defaults ("rng = None") are meant
             continue
         for line, problem in scan_html(path.read_text(errors="replace")):
             problems.append(f"{rel}:{line}: {problem}")

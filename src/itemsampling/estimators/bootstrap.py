@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_rng, check_int, check_open_unit, check_ranks
+from .._validation import as_rng, check_int, check_memory, check_open_unit, check_ranks
 from ..metrics import metric_function
 from .corrected import CORRECTION_METHODS, corrected_metrics
 from .distribution import (
@@ -284,6 +284,8 @@ def _checked(N, r, sizes, pools):
 
 def _draw_counts(counts: np.ndarray, n_boot: int, rng) -> np.ndarray:
     """``n_boot`` multinomial resamplings of the pair counts: (n_boot, n_pairs) float64."""
+    check_memory(16.0 * n_boot * counts.size, f"{n_boot:,} bootstrap replicates of {counts.size:,} pair counts",
+                 "n_boot")
     M = int(counts.sum())
     return rng.multinomial(M, counts / M, size=n_boot).astype(np.float64)
 

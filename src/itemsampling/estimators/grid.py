@@ -264,7 +264,7 @@ def rank_grid(n_items: int, sample_size: int, resolution: float = 8.0, top: int 
     top = check_int(top, "top", low=1)
     if exact is not None and not isinstance(exact, (bool, np.bool_)):
         raise ValueError(f"exact must be True, False or None, got {exact!r}")
-    brk = np.unique(check_ranks(np.asarray(list(breaks), dtype=np.int64), "breaks", high=N)) if len(breaks) else \
+    brk = np.unique(check_ranks(list(breaks), "breaks", high=N)) if len(breaks) else \
         np.zeros(0, dtype=np.int64)
     return _rank_grid(N, n, float(resolution), top, float(rel_width), tuple(int(b) for b in brk),
                       None if exact is None else bool(exact))
