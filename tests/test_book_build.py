@@ -5,6 +5,7 @@ tools/check_offline.py and the rendered-page scan of tools/check_rendered.py on 
 fixtures."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,6 +120,16 @@ def _book(tmp_path, extra_cell="", chapter=False):
     return book
 
 
+def _why(run) -> str:
+    """What made a build fail: the lines build_book.sh looks for (a notebook's failure) and the end of its
+    output."""
+    out = run.stdout + run.stderr
+    hits = [line for line in out.splitlines()
+            if re.search(r"Executing notebook failed|Notebook exception|Traceback|CellExecutionError|execution failed|"
+                         r"book: |error", line, re.I)]
+    return "\n".join(hits[:40]) + "\n---\n" + out[-3000:]
+
+
 def _build(book):
     env = dict(os.environ, JUPYTER_BOOK=str(JB))
     return subprocess.run(["bash", str(ROOT / "tools" / "build_book.sh"), str(book)],
@@ -128,7 +139,7 @@ def _build(book):
 def test_book_build_fails_on_notebook_error_and_passes_otherwise(tmp_path):
     assert JB.exists(), "jupyter-book must be installed in the test environment"
     good = _build(_book(tmp_path / "g", STRAY, chapter=True))
-    assert good.returncode == 0, good.stdout[-3000:] + good.stderr[-3000:]
+    assert good.returncode == 0, _why(good)
     html = tmp_path / "g" / "book" / "_build" / "html"
     assert (html / "page.html").exists()
     # chapter-numbered exercises, hidden check code, no widget, nothing from the network
