@@ -307,14 +307,36 @@ def _pool_metric(metric, k, N: int, R, pools, weights) -> np.ndarray:
     return out
 
 
-def _fixed_sizes_bounds(r, nu, N, pools, sizes, stage_cuts, metrics, ks, seq, ci, replacement, grid):
+def _metric_bounds(metrics, ks, seq, N, pools, first, last, dense, A_first, A_last, lo, hi) -> tuple:
+    """``(low, high)``: each metric@K's LP bounds on the band ``[lo, hi]`` (one-rank columns with
+    :func:`lp_bounds`, cells with :func:`cell_lp_bounds`), the metric averaged over the pools when given."""
+    if pools is not None:
+        distinct, counts = np.unique(pools, return_counts=True)
+        weights = counts / counts.sum()
+    low, high = {}, {}
+    for met in metrics:
+        ls, hs = [], []
+        for kk in ks:
+            if pools is None:
+                Ff = metric_function(met, kk, N)(first)
+                Fl = Ff if dense else metric_function(met, kk, N)(last)
+            else:
+                Ff = _pool_metric(met, kk, N, first, distinct, weights)
+                Fl = Ff if dense else _pool_metric(met, kk, N, last, distinct, weights)
+            a, b = (lp_bounds(Ff, A_first, lo, hi) if dense else cell_lp_bounds(Ff, Fl, A_first, A_last, lo, hi))
+            ls.append(a)
+            hs.append(b)
+        low[met] = np.array(ls) if seq else ls[0]
+        high[met] = np.array(hs) if seq else hs[0]
+    return low, high
+
+
+def _fixed_sizes_bounds(r, nu, N, pools, sizes, stage_cuts, metrics, ks, seq, ci, replacement, dense, first, last):
     r"""Per-user sizes fixed by the design (``sizes_design="fixed"``): in each group of users of one size
     :math:`m` the counts :math:`\#\{u: n_u = m, r_u \le c\}` are Binomial(:math:`M_m`, :math:`(P A_m)_c`),
     the exact band of each group at the Bonferroni level over all groups' cut points, and one LP over the
     shared :math:`P` (the pools' metric as in the one-size case)."""
     J = int(sum(c.size for c in stage_cuts))
-    dense = (N <= DENSE_MAX) if grid is None else (not bool(grid) if isinstance(grid, (bool, np.bool_)) else False)
-    first, last = _cells(N, ks, dense)
     los, his, S, A_first, A_last = [], [], [], [], []
     for m, cs in zip(sizes, stage_cuts):
         here = r[nu == m]
@@ -327,23 +349,7 @@ def _fixed_sizes_bounds(r, nu, N, pools, sizes, stage_cuts, metrics, ks, seq, ci
         A_last.append(A_first[-1] if dense else _stage_probabilities(last, N, 1, m, cs, replacement))
     lo, hi, S = np.concatenate(los), np.concatenate(his), np.concatenate(S)
     A_first, A_last = np.hstack(A_first), np.hstack(A_last)
-    if pools is not None:
-        distinct, counts = np.unique(pools, return_counts=True)
-        weights = counts / counts.sum()
-    low, high = {}, {}
-    for met in metrics:
-        ls, hs = [], []
-        for kk in ks:
-            if pools is None:
-                Ff, Fl = metric_function(met, kk, N)(first), metric_function(met, kk, N)(last)
-            else:
-                Ff, Fl = (_pool_metric(met, kk, N, first, distinct, weights),
-                          _pool_metric(met, kk, N, last, distinct, weights))
-            a, b = cell_lp_bounds(Ff, Fl, A_first, A_last, lo, hi)
-            ls.append(a)
-            hs.append(b)
-        low[met] = np.array(ls) if seq else ls[0]
-        high[met] = np.array(hs) if seq else hs[0]
+    low, high = _metric_bounds(metrics, ks, seq, N, pools, first, last, dense, A_first, A_last, lo, hi)
     return BoundsResult(low, high, np.concatenate(stage_cuts), lo, hi, S, float(ci))
 
 
@@ -439,8 +445,6 @@ def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: f
     else:
         stage_cuts = [cut_points(N, m, ks) for m in sizes]
     J = int(sum(c.size for c in stage_cuts))
-    if len(sizes) > 1 and not adaptive:
-        return _fixed_sizes_bounds(r, nu, N, pools, sizes, stage_cuts, metrics, ks, seq, ci, replacement, grid)
     if grid is None:
         dense = N <= DENSE_MAX
     else:
@@ -448,6 +452,9 @@ def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: f
     first, last = _cells(N, ks, dense)
     check_memory(8.0 * first.size * 2 * (J + 2), f"the bounds' columns ({first.size} ranks or cells x {J} cut points)",
                  "n_items")
+    if len(sizes) > 1 and not adaptive:
+        return _fixed_sizes_bounds(r, nu, N, pools, sizes, stage_cuts, metrics, ks, seq, ci, replacement, dense,
+                                   first, last)
     # counts of the events G_{s,c}: users past stage s, plus those stopped at s with rank <= c
     S, A_first, A_last = [], [], []
     # the ladder the sets grew along: TORS's doubling from the smallest size where the sizes fit it (a stage
@@ -467,22 +474,5 @@ def identification_bounds(sampled_ranks, n_items, sample_size, metrics, k, ci: f
     A_first, A_last = np.hstack(A_first), np.hstack(A_last)
     M = r.size
     lo, hi = clopper_pearson(S, M, 1.0 - (1.0 - float(ci)) / J)
-    if pools is not None:
-        distinct, counts = np.unique(pools, return_counts=True)
-        weights = counts / counts.sum()
-    low, high = {}, {}
-    for met in metrics:
-        ls, hs = [], []
-        for kk in ks:
-            if pools is None:
-                Ff = metric_function(met, kk, N)(first)
-                Fl = Ff if dense else metric_function(met, kk, N)(last)
-            else:
-                Ff = _pool_metric(met, kk, N, first, distinct, weights)
-                Fl = Ff if dense else _pool_metric(met, kk, N, last, distinct, weights)
-            a, b = (lp_bounds(Ff, A_first, lo, hi) if dense else cell_lp_bounds(Ff, Fl, A_first, A_last, lo, hi))
-            ls.append(a)
-            hs.append(b)
-        low[met] = np.array(ls) if seq else ls[0]
-        high[met] = np.array(hs) if seq else hs[0]
+    low, high = _metric_bounds(metrics, ks, seq, N, pools, first, last, dense, A_first, A_last, lo, hi)
     return BoundsResult(low, high, np.concatenate(stage_cuts), lo, hi, S, float(ci))
