@@ -26,6 +26,13 @@ the package has it, else by the small readers below. Steps, each reproducible fr
    :math:`\\frac1{50}\\sum_K |\\hat T_K - T_K| / T_K`, per estimator (MLE, MES, BV_MES, MN_MES), mean over
    ``--repeats`` sampled evaluations.
 
+7. *Popularity-weighted decoys* (``--weighted-users``, default 3,000): for a random subset of the test
+   users, 99 decoys drawn with replacement from the pool with probabilities proportional to the
+   items' training popularity (:func:`itemsampling.candidates.draw_weighted_decoys`), written as the
+   long file of ``estimate --weighted`` (columns user, prob, above, model, n_items) and run through its
+   default (:func:`itemsampling.cli.estimate_weighted_table`); coverage of those users' full-ranking
+   truth.
+
 Prints a table and writes the figures to ``--out`` (JSON), with the dataset's files, sizes and sha256.
 """
 from __future__ import annotations
@@ -42,9 +49,10 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from itemsampling.cli import estimate_table
+from itemsampling.candidates import draw_weighted_decoys
+from itemsampling.cli import estimate_table, estimate_weighted_table
 from itemsampling.estimators import estimate_metrics
-from itemsampling.inputs import read_rank_file
+from itemsampling.inputs import read_rank_file, read_weighted_table
 from itemsampling.metrics import metric_function
 from itemsampling.models import ALS, Popular
 
@@ -166,6 +174,27 @@ def rank_all(model, users, targets, excl, N, sizes, g, batch=512):
     return full, pools, sampled
 
 
+def weighted_draws(model, users, targets, excl, N, popularity, n_decoys, seed, batch=512):
+    """``(probs, above, pools)`` of ``n_decoys`` popularity-weighted decoys per user, drawn with
+    replacement from the pool less the target (``above``: the decoy scores strictly higher)."""
+    g = np.random.default_rng(seed)
+    probs, above, pools = [], [], []
+    for s in range(0, users.size, batch):
+        u, t = users[s:s + batch], targets[s:s + batch]
+        S = model.score(u)
+        rows = np.arange(u.size)
+        ts = S[rows, t]
+        X = excl[u].toarray() > 0
+        X[rows, t] = False
+        pools.append(N - X.sum(axis=1))
+        X[rows, t] = True  # never a decoy
+        higher = (S > ts[:, None]) & ~X
+        p, a = draw_weighted_decoys(higher, X, popularity, n_decoys, replacement=True, rng=g)
+        probs.append(p)
+        above.append(a)
+    return np.vstack(probs), np.vstack(above), np.concatenate(pools)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("path")
@@ -174,6 +203,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 500])
+    ap.add_argument("--weighted-users", type=int, default=3_000,
+                    help="test users for the popularity-weighted part (0: skip it)")
+    ap.add_argument("--weighted-only", action="store_true", help="run only the popularity-weighted part")
     ap.add_argument("--compare-bootstrap", action="store_true",
                     help="also run estimate with --interval bootstrap (the estimator's own interval, the default "
                          "before) and report its coverage beside the default's")
@@ -194,12 +226,15 @@ def main(argv=None) -> int:
     for name, model in models.items():
         t = time.perf_counter()
         model.fit(tr, n_items=N, n_users=M)
-        full, pools, sampled = rank_all(model, users, targets, excl, N, a.sizes, [a.seed, 1])
+        full, pools, sampled = rank_all(model, users, targets, excl, N, [] if a.weighted_only else a.sizes,
+                                        [a.seed, 1])
         truth[name] = full
         ranks[name] = (pools, sampled)
         print(f"  {name}: fitted and ranked in {time.perf_counter() - t:.1f} s; median full rank {np.median(full):.0f}"
               f" of {np.median(pools):.0f}", flush=True)
-    for n in a.sizes:
+    if a.weighted_users:
+        run_weighted(a, models, truth, users, targets, excl, N, tr, out)
+    for n in ([] if a.weighted_only else a.sizes):
         rows = []
         for name in models:
             pools, sampled = ranks[name]
@@ -265,6 +300,42 @@ def main(argv=None) -> int:
     if a.out:
         Path(a.out).write_text(json.dumps(out, indent=1, default=str))
     return 0
+
+
+def run_weighted(a, models, truth, users, targets, excl, N, tr, out):
+    """Step 7 of the module docstring."""
+    g = np.random.default_rng([a.seed, 7])
+    take = np.sort(g.choice(users.size, min(a.weighted_users, users.size), replace=False))
+    popularity = np.bincount(tr.item.to_numpy(), minlength=N).astype(np.float64)
+    frames = []
+    for name, model in models.items():
+        p, ab, pools = weighted_draws(model, users[take], targets[take], excl, N, popularity, 99, [a.seed, 7, 1])
+        d = p.shape[1]
+        frames.append(pd.DataFrame({"model": name, "user": np.repeat(users[take], d), "prob": p.ravel(),
+                                    "above": ab.ravel().astype(int), "n_items": np.repeat(pools, d)}))
+    f = Path("/tmp/real_data_weighted.csv")
+    pd.concat(frames).to_csv(f, index=False)
+    table = read_weighted_table(f)
+    for kind in ("kept", "bootstrap") if a.compare_bootstrap else ("kept",):
+        t = time.perf_counter()
+        res = estimate_weighted_table(table, list(METRICS), list(KS), ci=0.95, n_boot=200, seed=a.seed,
+                                      interval=kind)
+        secs = time.perf_counter() - t
+        cov = []
+        for row in res["estimates"]:
+            R = truth[row["model"]][take]
+            tv = float(np.mean(metric_function(row["metric"], row["k"], N)(R)))
+            cov.append({"model": row["model"], "metric": row["metric"], "k": row["k"], "truth": tv,
+                        "estimate": row["estimate"], "low": row["low"], "high": row["high"],
+                        "covered": bool(row["low"] <= tv <= row["high"]), "identified": row["identified"],
+                        "interval": row["interval"]})
+        out.setdefault("weighted", {})[kind] = {"rows": cov, "seconds": secs, "users": int(take.size)}
+        print(f"\n popularity-weighted, 99 decoys, {take.size:,} users, --interval {kind}: "
+              f"{sum(c['covered'] for c in cov)} of {len(cov)} intervals cover those users' full-ranking truth "
+              f"({secs:.1f} s)")
+        for c in cov:
+            print(f"   {c['model']:8s} {c['metric']}@{c['k']:<3d} truth {c['truth']:.4f}  estimate {c['estimate']:.4f}  "
+                  f"[{c['low']:.4f}, {c['high']:.4f}] {c['interval']:9s} {'covered' if c['covered'] else 'MISSED'}")
 
 
 if __name__ == "__main__":

@@ -447,6 +447,7 @@ def _chapter_loop(cases, w, d, reps, n_boot, seed):
     and decoys from default_rng([seed, 5, i, rep]), the bootstrap from default_rng([seed, 6, i, rep])."""
     from itemsampling.candidates import draw_weighted_decoys
     from itemsampling.estimators import estimate_metric_weighted
+    from itemsampling.estimators.weighted import weighted_bounds
 
     out = {}
     for i, (m, (above, excluded, NN, exact)) in enumerate(cases.items()):
@@ -456,8 +457,9 @@ def _chapter_loop(cases, w, d, reps, n_boot, seed):
             idx = g_.integers(0, above.shape[0], size=above.shape[0])
             p, a = draw_weighted_decoys(above[idx], excluded[idx], w, d, rng=g_)
             e = estimate_metric_weighted(p, a, NN, "ndcg", 10, ci=0.95, n_boot=n_boot,
-                                         rng=np.random.default_rng([seed, 6, i, rep]))
-            rows.append((e.estimate, e.low, e.high))
+                                         rng=np.random.default_rng([seed, 6, i, rep]), interval="bootstrap")
+            b = weighted_bounds(p, a, NN, "ndcg", 10, ci=0.95)
+            rows.append((e.estimate, e.low, e.high, b.low["ndcg"], b.high["ndcg"]))
         out[m] = np.array(rows)
     return out
 
@@ -480,6 +482,10 @@ def test_weighted_coverage_is_the_chapter_loop_here_in_workers_and_on_a_local_cl
         np.testing.assert_array_equal(local.high[m], loop[m][:, 2])
         hits = (loop[m][:, 1] <= exact) & (exact <= loop[m][:, 2])
         np.testing.assert_array_equal(local.hits[m], hits)
+        # the identification bounds of the same draws (the default interval below the rule)
+        np.testing.assert_array_equal(local.bounds_low[m], loop[m][:, 3])
+        np.testing.assert_array_equal(local.bounds_high[m], loop[m][:, 4])
+        np.testing.assert_array_equal(local.bounds_hits[m], (loop[m][:, 3] <= exact) & (exact <= loop[m][:, 4]))
         row = local.table.loc[m]
         h, c = int(hits.sum()), hits.mean()
         assert row["coverage"] == c and row["MC s.e."] == pytest.approx(np.sqrt(c * (1 - c) / 4), abs=1e-15)
@@ -501,7 +507,7 @@ def test_weighted_coverage_is_the_chapter_loop_here_in_workers_and_on_a_local_cl
         remote = weighted_coverage(cases, w, **kw)
     for other in (two, remote):
         for m in cases:
-            for field in ("estimates", "low", "high", "hits"):
+            for field in ("estimates", "low", "high", "hits", "bounds_low", "bounds_high", "bounds_hits"):
                 np.testing.assert_array_equal(getattr(other, field)[m], getattr(local, field)[m])
         pd.testing.assert_frame_equal(other.table, local.table, check_exact=True)
 

@@ -402,17 +402,40 @@ def test_weighted_file_with_models_is_compared_like_the_uniform_path(tmp_path, c
     from itemsampling.estimators.bootstrap import bootstrap_p_value, percentile_interval
     from itemsampling.estimators.weighted import bootstrap_weights, estimate_metric_weighted, weighted_replicates
 
+    from itemsampling.estimators.weighted import weighted_bounds
+
     path, data, NN = _weighted_models(tmp_path, third=True)
+    # the default below the rule: each model's identification bounds, the comparisons their differences
     code, out, err = _run(["estimate", path, "--weighted", "--n-items", NN, "--metric", "ndcg", "--k", 10,
                            "--n-boot", 40, "--seed", 3, "--json", "--quiet"], capsys)
+    assert code == 0, err
+    kept = json.loads(out)
+    bnd = {}
+    for m in "ABC":
+        _, pm, am, _ = data[m]
+        b = weighted_bounds(pm, am, NN, "ndcg", 10, ci=0.95)
+        bnd[m] = (b.low["ndcg"], b.high["ndcg"])
+        (row,) = [r for r in kept["estimates"] if r["model"] == m]
+        assert (row["low"], row["high"]) == bnd[m] and row["interval"] == "bounds" and row["identified"] is False
+    for c in kept["comparisons"]:
+        a_, b_ = c["model_a"], c["model_b"]
+        assert (c["low"], c["high"]) == pytest.approx((bnd[a_][0] - bnd[b_][1], bnd[a_][1] - bnd[b_][0]))
+        assert c["interval"] == "bounds" and c["p_value"] is None and c["verdict"] == "not identified (K below the rule)"
+    code, out, _ = _run(["estimate", path, "--weighted", "--n-items", NN, "--metric", "ndcg", "--k", 10,
+                         "--n-boot", 40, "--seed", 3, "--quiet"], capsys)
+    assert "identification bounds" in out and "at least 90%" in out
+    # --interval bootstrap: the bootstrap everywhere
+    code, out, err = _run(["estimate", path, "--weighted", "--n-items", NN, "--metric", "ndcg", "--k", 10,
+                           "--n-boot", 40, "--seed", 3, "--json", "--quiet", "--interval", "bootstrap"], capsys)
     assert code == 0, err
     res = json.loads(out)
     assert list(res["models"]) == ["A", "B", "C"] and res["weighted"] is True
     est = {r["model"]: r for r in res["estimates"]}
+    assert est["A"]["estimate"] == {r["model"]: r for r in kept["estimates"]}["A"]["estimate"]
     # model A (the first group of models on the same users) draws its replicates from --seed itself:
     # exactly estimate_metric_weighted's interval
     users, p, a, _ = data["A"]
-    ref = estimate_metric_weighted(p, a, NN, "ndcg", 10, ci=0.95, n_boot=40, rng=3)
+    ref = estimate_metric_weighted(p, a, NN, "ndcg", 10, ci=0.95, n_boot=40, rng=3, interval="bootstrap")
     assert (est["A"]["estimate"], est["A"]["low"], est["A"]["high"]) == pytest.approx(
         (ref.estimate, ref.low, ref.high), rel=1e-12)
     assert est["A"]["uniform"] == pytest.approx(estimate_metric_weighted(p, a, NN, "ndcg", 10, method="uniform"))

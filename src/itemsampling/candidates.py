@@ -53,7 +53,7 @@ from . import models as _models
 from ._parallel import parallel_map
 from ._validation import as_rng, check_bool, check_int, check_memory, check_real, check_seed, memory_limit
 from .data import SimulationConfig, gini, holdout_fraction, item_counts, n_items_of, n_users_of, simulate
-from .estimators.weighted import estimate_metric_weighted
+from .estimators.weighted import estimate_metric_weighted, weighted_bounds
 from .metrics import set_metric_values, topk_metric_values
 from .ranking import _above_target_batches, _check_inputs, _train_csr
 
@@ -944,20 +944,26 @@ def _coverage_repeat(above_bits, excluded_bits, n_cols, popularity, n_decoys, n_
     idx = g.integers(0, above.shape[0], size=above.shape[0])  # a new sample of users from the population
     p, a = draw_weighted_decoys(above[idx], excluded[idx], popularity, n_decoys, rng=g)
     e = estimate_metric_weighted(p, a, n_items, metric, k, ci=confidence, n_boot=n_boot,
-                                 rng=np.random.default_rng([seed, 6, case, rep]))
-    return float(e.estimate), float(e.low), float(e.high)
+                                 rng=np.random.default_rng([seed, 6, case, rep]), interval="bootstrap")
+    b = weighted_bounds(p, a, n_items, metric, k, confidence)
+    return float(e.estimate), float(e.low), float(e.high), float(b.low[metric]), float(b.high[metric])
 
 
 @dataclass
 class CoverageStudy:
     """The result of :func:`weighted_coverage`: ``table`` (one row per case, see there) and, per case,
-    the arrays over the repeats ``hits`` (bool), ``estimates``, ``low`` and ``high``."""
+    the arrays over the repeats ``hits`` (bool), ``estimates``, ``low`` and ``high`` of the bootstrap
+    interval, and ``bounds_hits``, ``bounds_low``, ``bounds_high`` of the identification bounds
+    (:func:`~itemsampling.estimators.weighted.weighted_bounds`, the default interval below the rule)."""
 
     table: pd.DataFrame
     hits: dict
     estimates: dict
     low: dict
     high: dict
+    bounds_hits: dict = None
+    bounds_low: dict = None
+    bounds_high: dict = None
 
 
 #: Columns of :attr:`CoverageStudy.table`.
@@ -977,8 +983,9 @@ def weighted_coverage(cases, popularity, n_decoys: int, metric: str, k: int, n_r
     ci=confidence)`` resample users, so they are intervals for the population metric; each repeat
     therefore draws a new sample of users (as many as the population, with replacement) and new
     popularity-weighted decoys for them (:func:`draw_weighted_decoys`, ``n_decoys`` per user with
-    replacement, weights ``popularity``), and the interval (``n_boot`` bootstrap replicates) is
-    scored against ``exact``.
+    replacement, weights ``popularity``), and the bootstrap interval (``interval="bootstrap"``,
+    ``n_boot`` replicates) and the identification bounds (``weighted_bounds``, the default interval
+    where the cut-off is below the rule) are scored against ``exact``.
 
     Repeat ``j`` of the ``i``-th case draws its users and decoys from
     ``numpy.random.default_rng([rng, 5, i, j])`` and its bootstrap from ``default_rng([rng, 6, i, j])``,
@@ -1019,12 +1026,14 @@ def weighted_coverage(cases, popularity, n_decoys: int, metric: str, k: int, n_r
         packed = (np.packbits(above, axis=1), np.packbits(excluded, axis=1), above.shape[1])
         tasks += [(*packed, w, n_decoys, n_items, metric, k, n_boot, confidence, int(rng), i, rep)
                   for rep in range(n_repeats)]
-    out = np.array(parallel_map(_coverage_repeat, tasks, n_jobs), dtype=float).reshape(len(cases), n_repeats, 3)
+    out = np.array(parallel_map(_coverage_repeat, tasks, n_jobs), dtype=float).reshape(len(cases), n_repeats, 5)
     z = float(stats.norm.ppf((1 + confidence) / 2))
-    rows, hits, ests, low, high = {}, {}, {}, {}, {}
+    rows, hits, ests, low, high, b_hits, b_low, b_high = {}, {}, {}, {}, {}, {}, {}, {}
     for (name, ex), res in zip(exact.items(), out):
         ests[name], low[name], high[name] = res[:, 0], res[:, 1], res[:, 2]
         hits[name] = (low[name] <= ex) & (ex <= high[name])
+        b_low[name], b_high[name] = res[:, 3], res[:, 4]
+        b_hits[name] = (b_low[name] <= ex) & (ex <= b_high[name])
         h = int(hits[name].sum())
         c = h / n_repeats
         sd = float(np.std(ests[name], ddof=1))
@@ -1035,4 +1044,4 @@ def weighted_coverage(cases, popularity, n_decoys: int, metric: str, k: int, n_r
             ex, float(np.mean(ests[name])), 100 * (float(np.mean(ests[name])) / ex - 1) if ex != 0 else np.nan,
             sd, width, width / (2 * z * sd) if sd > 0 else np.nan)))
     table = pd.DataFrame.from_dict(rows, orient="index", columns=list(COVERAGE_COLUMNS))
-    return CoverageStudy(table, hits, ests, low, high)
+    return CoverageStudy(table, hits, ests, low, high, b_hits, b_low, b_high)

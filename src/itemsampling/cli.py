@@ -450,8 +450,9 @@ def format_report(result: dict) -> str:
             lines += ["", f"{unknown} of {len(result['comparisons'])} comparisons are not identified: K lies below the "
                           "resolution rule for at least one of the two models, so the sampled ranks do not say which "
                           "model is better there whatever the interval; "
-                      + ("the interval of such a row is the difference of the two models' identification bounds."
-                         if bounds else "the interval of such a row (--interval bootstrap) is the bootstrap's, which "
+                      + ("the interval of such a row is the difference of the two models' intervals (identification "
+                         f"bounds), which holds with probability at least {100 * (1 - 2 * (1 - result['confidence'])):g}% "
+                         f"(each model's at least {pct})." if bounds else "the interval of such a row (--interval bootstrap) is the bootstrap's, which "
                          "does not cover the estimators' bias.")]
         if same:
             lines += ["", f"{same} of {len(result['comparisons'])} comparisons cannot be told apart: their "
@@ -563,7 +564,7 @@ def _build_parser():
 
 
 def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 200, seed: int = 0,
-                            design: str = "with_replacement", progress=None) -> dict:
+                            design: str = "with_replacement", progress=None, interval: str = "kept") -> dict:
     """Ratio-curve estimates with intervals for every model, metric and cut-off of a
     :class:`~itemsampling.inputs.WeightedTable`, and the pairwise model comparisons, in the JSON
     schema of :func:`estimate_table` (what ``estimate --weighted --json`` prints). The fields of the
@@ -576,10 +577,18 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
     *paired*; the first such group of models draws from ``seed`` (so one model's interval is
     ``estimate_metric_weighted(..., rng=seed)``'s), the group whose first model is model ``i``
     from ``numpy.random.default_rng([seed, i])``. Models on other users are compared unpaired
-    (independent draws)."""
+    (independent draws).
+
+    ``interval="kept"`` (default; :func:`~itemsampling.estimators.weighted.estimate_metric_weighted`'s
+    rule): a cut-off below the resolution rule gets the identification bounds
+    (:func:`~itemsampling.estimators.weighted.weighted_bounds`, draws with replacement) as its
+    interval, ``identified`` false and ``interval`` ``"bounds"``; a comparison where either model is
+    below the rule gets the difference of the two models' bounds and the verdict "not identified".
+    No bootstrap runs for a cut-off that no model resolves. ``"bootstrap"``: the bootstrap
+    everywhere."""
     # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators.bootstrap import bootstrap_p_value, percentile_interval
-    from .estimators.weighted import bootstrap_weights, weighted_replicates
+    from .estimators.weighted import bootstrap_weights, weighted_bounds, weighted_replicates
 
     say = progress or (lambda text: None)
     metrics = list(dict.fromkeys(canonical_metric(m) for m in metrics))
@@ -596,40 +605,63 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
         draws[m] = (W[:, [pos[u] for u in users]], key)
     rows, reps, comparisons = [], {}, []
     t0 = time.perf_counter()
+
+    def ident(m, k):
+        d = table.models[m]
+        return bool(resolves(int(np.max(d.pools)), d.probs.shape[1] + 1, k))
+
+    bounded = interval == "kept" and design == "with_replacement"
+    # cut-offs whose bootstrap some row or comparison needs: resolved for some model, or every cut-off
+    boot_ks = {k for k in [None, *ks] if not bounded or any(ident(m, k) for m in names)}
     for m in names:
         d = table.models[m]
-        say(f"      {m}: {d.users.size:,} users, {d.probs.shape[1]} decoys each ({n_boot} bootstrap replicates)")
+        say(f"      {m}: {d.users.size:,} users, {d.probs.shape[1]} decoys each ({n_boot} bootstrap replicates"
+            + (", identification bounds below the rule)" if bounded else ")"))
         for metric in metrics:
             kk = [None] if metric == "auc" else ks
-            est, rep = weighted_replicates(d.probs, d.above, d.pools, metric, kk, draws[m][0], "ratio", design)
+            kb = [k for k in kk if k in boot_ks]
+            est = weighted_replicates(d.probs, d.above, d.pools, metric, kk, None, "ratio", design)[0]
+            boot = {}
+            if kb:
+                _, rep = weighted_replicates(d.probs, d.above, d.pools, metric, kb, draws[m][0], "ratio", design)
+                lo_b, hi_b = percentile_interval(rep, ci, axis=0)
+                boot = {k: (rep[:, j], float(lo_b[j]), float(hi_b[j])) for j, k in enumerate(kb)}
+            below = [k for k in kk if bounded and not ident(m, k)]
+            bnd = {}
+            if below:
+                b = weighted_bounds(d.probs, d.above, d.pools, metric, below, ci)
+                bnd = {k: (float(b.low[metric][j]), float(b.high[metric][j])) for j, k in enumerate(below)}
             uni = weighted_replicates(d.probs, d.above, d.pools, metric, kk, None, "uniform", design)[0]
             raw = weighted_replicates(d.probs, d.above, d.pools, metric, kk, None, "sampled", design)[0]
-            low, high = percentile_interval(rep, ci, axis=0)
             for j, k in enumerate(kk):
-                reps[m, metric, k] = (float(est[j]), rep[:, j])
+                lo, hi = bnd[k] if k in bnd else boot[k][1:]
+                reps[m, metric, k] = (float(est[j]), boot[k][0] if k in boot else None, (lo, hi))
                 rows.append({"model": m, "metric": metric, "k": k, "label": _label(metric, k),
-                             "estimate": float(est[j]), "low": float(low[j]), "high": float(high[j]),
+                             "estimate": float(est[j]), "low": lo, "high": hi,
                              "sampled": float(raw[j]), "n_users": int(d.users.size), "uniform": float(uni[j]),
-                             "identified": bool(resolves(int(np.max(d.pools)), d.probs.shape[1] + 1, k)),
-                             "interval": "bootstrap"})
+                             "identified": ident(m, k), "interval": "bounds" if k in bnd else "bootstrap"})
     for ia, a in enumerate(names):
         for b in names[ia + 1:]:
             paired = draws[a][1] == draws[b][1]
             for metric in metrics:
                 for k in ([None] if metric == "auc" else ks):
-                    (ea, ra), (eb, rb) = reps[a, metric, k], reps[b, metric, k]
-                    lo, hi = (float(x) for x in percentile_interval(ra - rb, ci))
+                    (ea, ra, ba), (eb, rb, bb) = reps[a, metric, k], reps[b, metric, k]
                     diff = ea - eb
-                    ident = all(resolves(int(np.max(table.models[x].pools)), table.models[x].probs.shape[1] + 1, k)
-                                for x in (a, b))
-                    apart = (lo > 0 or hi < 0) and ident
+                    both = ident(a, k) and ident(b, k)
+                    if bounded and not both:  # the difference of the two models' intervals
+                        (la, ha), (lb, hb) = ba, bb
+                        lo, hi, pv, kind = float(la - hb), float(ha - lb), None, "bounds"
+                    else:
+                        lo, hi = (float(x) for x in percentile_interval(ra - rb, ci))
+                        pv, kind = bootstrap_p_value(ra - rb), "bootstrap"
+                    apart = (lo > 0 or hi < 0) and both
                     comparisons.append({
                         "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
-                        "difference": diff, "low": lo, "high": hi, "p_value": bootstrap_p_value(ra - rb),
-                        "paired": bool(paired), "told_apart": bool(apart), "identified": bool(ident),
-                        "interval": "bootstrap",
+                        "difference": diff, "low": lo, "high": hi, "p_value": pv,
+                        "paired": bool(paired), "told_apart": bool(apart), "identified": bool(both),
+                        "interval": kind,
                         "verdict": ((f"{a} > {b}" if diff > 0 else f"{b} > {a}") if apart else
-                                    "cannot be told apart" if ident else "not identified (K below the rule)"),
+                                    "cannot be told apart" if both else "not identified (K below the rule)"),
                     })
     say(f"      done in {time.perf_counter() - t0:.1f} s")
     sizes = {m: int(d.probs.shape[1]) + 1 for m, d in table.models.items()}
@@ -677,7 +709,8 @@ def estimate_weighted_file(args) -> int:
     _check_boot_memory(args.n_boot, max(d.probs.size for d in table.models.values()))
     progress = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     result = estimate_weighted_table(table, args.metric, args.k, args.ci, args.n_boot, args.seed,
-                                     "successive" if args.without_replacement else "with_replacement", progress)
+                                     "successive" if args.without_replacement else "with_replacement", progress,
+                                     interval=args.interval or "kept")
     _print(json.dumps(result, indent=1) if args.json else format_report(result))
     return 0
 

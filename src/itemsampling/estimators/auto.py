@@ -234,7 +234,7 @@ INTERVALS = ("kept", "bootstrap")
 def check_interval(interval) -> str:
     """``interval`` one of :data:`INTERVALS`, else a ``ValueError`` naming it."""
     if not isinstance(interval, str) or interval not in INTERVALS:
-        raise ValueError(f"interval must be one of {', '.join(repr(x) for x in INTERVALS)} (method 'auto' with ci), "
+        raise ValueError(f"interval must be one of {', '.join(repr(x) for x in INTERVALS)}, "
                          f"got {interval!r}")
     return interval
 

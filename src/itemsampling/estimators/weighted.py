@@ -30,6 +30,11 @@ popularity, renormalised over the pool without the target). For each drawn decoy
   :math:`E[\rho(\pi)\mid c]` against the mean of :math:`h_u` in each count group
   (:func:`fit_weighted`); :math:`R(\pi) = 1 + \pi\rho(\pi)`. With equal probabilities
   :math:`\rho \equiv N-1` and the estimate is the uniform-kernel MLE of Chapter 6.
+* **Bounds below the rule** (:func:`weighted_bounds`): where the cut-off is below
+  :func:`itemsampling.kernel.resolves`'s rule the counts do not identify the metric either; the
+  range of the metric over every distribution of :math:`\pi` the counts allow, with the fewest items
+  that can carry a mass :math:`\pi` (read off the draws) as the best rank, is the interval the
+  default reports.
 * **Ranks only** (:func:`rank_only_bounds`): without decoy identities the map is not identified;
   the most- and least-popular-first orders of the catalogue (:func:`tilt_curve` with infinite tilt)
   bound the metric.
@@ -51,7 +56,10 @@ from scipy.stats import binom
 
 from .._validation import as_rng, check_int, check_ranks, check_real
 from ..metrics import metric_function
+from ..kernel import resolves
 from .bootstrap import MetricEstimate, _check_n_boot, batch_em, check_confidence, percentile_interval
+from .auto import check_interval
+from .bounds import BoundsResult, cell_lp_bounds, clopper_pearson
 from .distribution import _mle_em_impl
 from .grid import _single_blas_thread
 
@@ -68,6 +76,8 @@ __all__ = [
     "weighted_replicates",
     "bootstrap_weights",
     "rank_only_bounds",
+    "top_mass_curve",
+    "weighted_bounds",
 ]
 
 #: Methods of :func:`estimate_metric_weighted`: the ratio-curve correction, the uniform kernel (the
@@ -469,7 +479,8 @@ def _ks(k):
 
 
 def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str, k, method: str = "ratio",
-                             ci=None, n_boot: int = 200, rng=None, design: str = "with_replacement"):
+                             ci=None, n_boot: int = 200, rng=None, design: str = "with_replacement",
+                             interval: str = "kept"):
     r"""Estimate a global top-K metric from an evaluation with weighted decoys.
 
     ``decoy_probs`` and ``decoy_above`` are ``(M, n-1)`` arrays: the single-draw probability of each
@@ -497,6 +508,15 @@ def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str
     bounds it. The uniform kernel maps :math:`\pi` to :math:`R_u = 1 + (N_u - 1)\pi` with the
     user's own pool, so ``"uniform"`` averages :math:`F` over the users' pools (re-weighted in
     every bootstrap replicate); ``"sampled"`` does not use :math:`N`.
+
+    ``interval`` (with ``ci``): ``"kept"`` (default) reports, for every cut-off below the resolution
+    rule (:func:`itemsampling.kernel.resolves` with :math:`N = \max_u N_u` and :math:`n` = decoys + 1),
+    the identification bounds of :func:`weighted_bounds` as the interval, marked ``identified=False``,
+    ``interval="bounds"`` (the point estimate stays: there it is the ratio curve's extrapolation, not the
+    data's); the bootstrap where the rule holds. ``"bootstrap"``: the bootstrap interval everywhere (the
+    bounds need draws with replacement: ``design="successive"`` keeps the bootstrap, marked not
+    identified below the rule). ``method="sampled"`` always gets the bootstrap (it estimates the sampled
+    metric, which the counts identify).
     """
     if not isinstance(method, str) or method not in WEIGHTED_METHODS:
         raise ValueError(f"method must be one of {list(WEIGHTED_METHODS)}, got {method!r}")
@@ -506,12 +526,29 @@ def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str
     if conf is None:
         est, _ = weighted_replicates(p, a, n_items, metric, k, None, method, design)
         return est if seq else float(est[0])
+    kind = check_interval(interval)
+    N = int(np.max(n_items))
+    ident = [method == "sampled" or resolves(N, p.shape[1] + 1, kk) for kk in ks]
+    use_bounds = kind == "kept" and design == "with_replacement"
     W = bootstrap_weights(p.shape[0], n_boot, rng)
-    est, reps = weighted_replicates(p, a, n_items, metric, k, W, method, design)
-    low, high = percentile_interval(reps, conf, axis=0)
+    if use_bounds and not any(ident):  # every cut-off gets the bounds: no bootstrap to run
+        est, _ = weighted_replicates(p, a, n_items, metric, k, None, method, design)
+        low, high = np.zeros(len(ks)), np.zeros(len(ks))
+    else:
+        est, reps = weighted_replicates(p, a, n_items, metric, k, W, method, design)
+        low, high = (np.asarray(x, dtype=np.float64) for x in percentile_interval(reps, conf, axis=0))
+    kinds = ["bootstrap"] * len(ks)
+    below = [j for j, ok in enumerate(ident) if not ok]
+    if use_bounds and below:
+        b = weighted_bounds(p, a, n_items, metric, [ks[j] for j in below], conf)
+        key = next(iter(b.low))
+        for i, j in enumerate(below):
+            low[j], high[j], kinds[j] = b.low[key][i], b.high[key][i], "bounds"
     if not seq:
-        return MetricEstimate(float(est[0]), float(low[0]), float(high[0]), conf, n_boot, method)
-    return MetricEstimate(est, np.asarray(low), np.asarray(high), conf, n_boot, method)
+        return MetricEstimate(float(est[0]), float(low[0]), float(high[0]), conf, n_boot, method,
+                              identified=bool(ident[0]), interval=kinds[0])
+    return MetricEstimate(est, low, high, conf, n_boot, method, identified=np.array(ident),
+                          interval=np.array(kinds, dtype=object))
 
 
 def bootstrap_weights(n_users: int, n_boot: int, rng=None) -> np.ndarray:
@@ -592,6 +629,131 @@ def rank_only_bounds(sampled_ranks, popularity, sample_size: int, metric: str, k
     if seq:
         return tuple(out)
     return tuple(float(o[0]) for o in out)
+
+
+# ---------------------------------------------------------------------------------------------
+# bounds below the rule
+# ---------------------------------------------------------------------------------------------
+#: :func:`weighted_bounds`' cells of :math:`\pi`: geometric from ``PI_FLOOR`` to 1, relative width
+#: ``PI_WIDTH`` (about 8,000 cells), plus :math:`\pi = 0` and every point where the best rank passes a cut-off.
+PI_FLOOR = 1e-7
+PI_WIDTH = 2e-3
+
+
+def top_mass_curve(decoy_probs, margin: float = 3.0) -> tuple:
+    r"""The fewest items that carry a popularity mass :math:`\pi`, read off the draws themselves.
+
+    With :math:`D` draws (all users' decoys) and :math:`q_1 \ge q_2 \ge \dots` their probabilities, the
+    share of draws with probability at least :math:`q_j`, :math:`m_j = j/D`, is unbiased for the mass of
+    the items with :math:`p_i \ge q_j`, and :math:`n_j = \frac1D\sum_{i \le j} 1/q_i` for their number
+    (Hansen & Hurwitz 1943: an item of probability :math:`p` is drawn :math:`Dp` times on average); the
+    curve :math:`m \mapsto n` is the profile's top, most popular items first. Returns
+    ``(mass, items)``, both increasing from ``(0, 0)``: :math:`m_j` raised and :math:`n_j` lowered by
+    ``margin`` standard errors (binomial for :math:`m_j`; :math:`\frac1{D^2}\sum_{i\le j} 1/q_i^2` the
+    variance of :math:`n_j`), so that the curve lies below the true one, :math:`L(\pi) = \min\{m:
+    S_m \ge \pi\}` (:math:`S_m` the mass of the :math:`m` most popular items), except with a chance of
+    the order of the margin's normal tail. The users' probabilities are each renormalised over the
+    user's own pool, so the curve is their average: pools that differ by a few items differ little."""
+    q = np.sort(np.asarray(decoy_probs, dtype=np.float64).ravel())[::-1]
+    margin = check_real(margin, "margin", low=0.0)
+    D = q.size
+    j = np.arange(1, D + 1, dtype=np.float64)
+    m = j / D
+    n = np.cumsum(1.0 / q) / D
+    se_n = np.sqrt(np.cumsum(1.0 / q ** 2)) / D
+    se_m = np.sqrt(m * (1 - m) / D)
+    mass = np.minimum(1.0, m + margin * se_m)
+    items = np.maximum(0.0, n - margin * se_n)
+    mass = np.concatenate([[0.0], np.maximum.accumulate(mass)])
+    items = np.concatenate([[0.0], np.maximum.accumulate(items)])
+    return mass, items
+
+
+def weighted_bounds(decoy_probs, decoy_above, n_items, metrics, k, ci: float = 0.95, curve=None) -> BoundsResult:
+    r"""Identification bounds for popularity-weighted decoys (drawn with replacement): the range of each
+    metric@K over every distribution of the mass above the target, :math:`\pi`, whose law of counts
+    lies in a simultaneous exact ``ci`` band around the observed one (the construction of
+    :mod:`.bounds`, on :math:`\pi` instead of :math:`R`).
+
+    * *The band*: given :math:`\pi_u` the count :math:`c_u` of decoys above the target is
+      Binomial(:math:`n-1`, :math:`\pi_u`) (module docstring), so :math:`\#\{u: c_u \le c_j\}` is
+      binomial in independent users, and Clopper-Pearson intervals at the Bonferroni level cover all
+      cut points :math:`c_j` together with probability at least ``ci`` (cut points: the dyadic sampled
+      ranks, and the sampled rank where each cut-off's :math:`\pi` maps and the one after it).
+    * *The columns*: cells of :math:`\pi` (:math:`\pi = 0`, geometric cells of relative width
+      :data:`PI_WIDTH` from :data:`PI_FLOOR` to 1, and the points where the best rank passes a
+      cut-off). :math:`\Pr(c \le c_j \mid \pi)` falls as :math:`\pi` grows, so a cell's mass enters
+      the band between its value at the cell's last and first :math:`\pi`: the outer LP of
+      :func:`~.bounds.cell_lp_bounds` admits the cell masses of every feasible distribution.
+    * *The metric*: :math:`R_u - 1 = |A_u|` items carry the mass :math:`\pi_u`, so :math:`R_u \ge 1 +
+      L(\pi_u)`, :math:`L` the fewest items that can carry it (:func:`top_mass_curve`, a lower curve);
+      every metric falls with the rank, so :math:`F(1 + \lceil L(\pi)\rceil)` at the cell's first
+      :math:`\pi` bounds it above. Below, nothing in the draws bounds the rank of a target above a
+      small mass: the rarest items are rarely drawn, and any number of them may sit above the target.
+      A cell of :math:`\pi > 0` takes the worst rank, :math:`N`; :math:`\pi = 0` is rank 1.
+
+    Whenever the band covers the true law (probability :math:`\ge` ``ci``) and the curve lies below
+    :math:`L` (the margin's), the true distribution of :math:`\pi` is feasible and both bounds hold, for
+    every metric and cut-off at once; for the test users' own metric too, by Hoeffding's argument of
+    :mod:`.bounds`. ``decoy_probs``, ``decoy_above``, ``n_items`` as in :func:`estimate_metric_weighted`
+    (the pools give the largest :math:`N`); ``metrics`` a name or a list, ``k`` a cut-off or a list.
+    ``curve``: ``(mass, items)``, increasing from ``(0, 0)``, instead of :func:`top_mass_curve` (e.g. the
+    exact one of a known pool, :math:`(S_m, m)` for :math:`m = 0, 1, \dots`)."""
+    if isinstance(ci, bool) or not isinstance(ci, (int, float, np.floating)) or not 0.0 < float(ci) < 1.0:
+        raise ValueError(f"ci must be a confidence level strictly between 0 and 1 (e.g. 0.95), got {ci!r}")
+    p, a, N, _, _ = _prepare(decoy_probs, decoy_above, n_items, "with_replacement")
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    ks, seq = _ks(k)
+    if seq and not ks:
+        raise ValueError("k must not be an empty sequence")
+    for kk in ks:
+        if kk is not None:
+            check_int(kk, "k", low=1, high=N)
+    for met in metrics:
+        for kk in ks:
+            metric_function(met, kk, N)  # validates metric and k
+    d = p.shape[1]
+    c = a.sum(axis=1)
+    if curve is None:
+        mass, items = top_mass_curve(p)
+    else:
+        mass, items = (np.asarray(x, dtype=np.float64) for x in curve)
+        if (mass.ndim != 1 or mass.shape != items.shape or mass.size < 2 or not np.all(np.isfinite(mass))
+                or not np.all(np.isfinite(items)) or mass[0] != 0 or items[0] != 0 or np.any(np.diff(mass) < 0)
+                or np.any(np.diff(items) < 0)):
+            raise ValueError("curve must be two 1-d arrays (mass, items) of the same length, non-decreasing from "
+                             "(0, 0)")
+    # the mass each cut-off's best rank allows: L(pi) <= K - 1 up to pi_K
+    pi_k = {kk: float(np.interp(kk - 1, items, mass, right=1.0)) for kk in ks if kk is not None}
+    cuts = {int(2 ** i) for i in range(int(np.log2(max(d, 1))) + 1) if 2 ** i <= d}
+    for v in pi_k.values():
+        r = int(np.floor(1 + d * v))
+        cuts.update(x for x in (r, r + 1) if 1 <= x <= d)
+    cuts = np.array(sorted(cuts), dtype=np.int64)       # sampled ranks r = 1 + c < n
+    S = np.array([int((c <= r - 1).sum()) for r in cuts])
+    lo, hi = clopper_pearson(S, c.size, 1.0 - (1.0 - float(ci)) / cuts.size)
+    steps = int(np.ceil(np.log(1.0 / PI_FLOOR) / np.log1p(PI_WIDTH)))
+    edges = np.unique(np.concatenate([PI_FLOOR * np.exp(np.arange(steps + 1) * np.log1p(PI_WIDTH)),
+                                      [v for v in pi_k.values() if 0 < v < 1], [1.0]]))
+    edges = edges[edges <= 1.0]
+    first = np.concatenate([[0.0, 0.0], edges[:-1]])    # cells: pi = 0, (0, floor), then [e_i, e_i+1]
+    last = np.concatenate([[0.0], edges])
+    A_first = binom.cdf(cuts[None, :] - 1, d, first[:, None])
+    A_last = binom.cdf(cuts[None, :] - 1, d, last[:, None])
+    best = 1 + np.ceil(np.interp(first, mass, items) - 1e-9).astype(np.int64)
+    best = np.clip(best, 1, N)
+    worst = np.where(last > 0, N, 1)
+    low, high = {}, {}
+    for met in metrics:
+        ls, hs = [], []
+        for kk in ks:
+            F = metric_function(met, kk, N)
+            lo_b, hi_b = cell_lp_bounds(F(best), F(worst), A_first, A_last, lo, hi)
+            ls.append(lo_b)
+            hs.append(hi_b)
+        low[met] = np.array(ls) if seq else ls[0]
+        high[met] = np.array(hs) if seq else hs[0]
+    return BoundsResult(low, high, cuts, lo, hi, S, float(ci))
 
 
 # ---------------------------------------------------------------------------------------------
