@@ -260,17 +260,19 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                     def pick(v, t=t):
                         return float(np.atleast_1d(v)[t])
                     lo, hi, d = pick(c.low), pick(c.high), pick(c.difference)
-                    if not boot:  # the difference's range from the two bounds (each at level ci)
+                    ident = method == "sampled" or all(
+                        resolves(int(np.max(pools[x])), table.sizes[x], k) for x in (a, b))
+                    # below the rule (kept): the difference's range from the two models' intervals (bounds)
+                    bounded = not boot or (interval == "kept" and not ident)
+                    if bounded:
                         ra, rb = (next(x for x in rows if x["model"] == mo and x["metric"] == metric and x["k"] == k)
                                   for mo in (a, b))
                         lo, hi = ra["low"] - rb["high"], ra["high"] - rb["low"]
-                    ident = method == "sampled" or all(
-                        resolves(int(np.max(pools[x])), table.sizes[x], k) for x in (a, b))
                     apart = (lo > 0 or hi < 0) and ident
                     comparisons.append({
                         "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
                         "difference": d, "low": lo, "high": hi,
-                        "p_value": pick(c.p_value) if boot else None, "interval": "bootstrap" if boot else "bounds",
+                        "p_value": None if bounded else pick(c.p_value), "interval": "bounds" if bounded else "bootstrap",
                         "paired": c.paired, "told_apart": bool(apart), "identified": bool(ident),
                         "verdict": ((f"{a} > {b}" if d > 0 else f"{b} > {a}") if apart else
                                     "cannot be told apart" if ident else "not identified (K below the rule)"),
