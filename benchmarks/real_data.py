@@ -300,7 +300,8 @@ def main(argv=None) -> int:
                     r = s2[n]
                 est = estimate_metrics(r, pools, n, ["recall"], list(range(1, 51)), list(TABLE4), gamma=0.1)
                 if "auto" in table4:  # auto takes no options of one method (gamma)
-                    est["auto"] = estimate_metrics(r, pools, n, ["recall"], list(range(1, 51)), ["auto"])["auto"]
+                    a_est = estimate_metrics(r, pools, n, ["recall"], list(range(1, 51)), ["auto"])["auto"]
+                    est["auto"] = {"recall": a_est["recall"].estimate}  # an AutoEstimate: its point estimates
                 for m in table4:
                     e = np.asarray(est[m]["recall"])
                     ok = tv > 0
