@@ -308,3 +308,31 @@ def test_cls_screened_by_bv(data, monkeypatch):
     for mk in again.chosen:  # the same draws: the other candidates' errors are unchanged
         assert all(again.rmse[mk][c] == sel.rmse[mk][c] for c in ("mle", "bv"))
         assert again.estimates[mk]["cls"] == pytest.approx(estimate_metric(data[1], N, n, mk[0], mk[1], "cls"))
+
+
+def test_bias_margins_of_a_fixed_method(data):
+    """bias_margins (the margin interval="kept" adds above the rule for every method): BV's is the largest
+    absolute bias under the kept fits that the full selection computes for BV among the candidates (closed
+    forms of the kernel: no simulation noise); MLE's is positive and reproducible from its seed; methods
+    outside MARGIN_METHODS, options of their own and inputs a method cannot take give none."""
+    from itemsampling.estimators.auto import MARGIN_METHODS, bias_margins
+
+    r = data[1]
+    ks = [25, 40]  # above the rule 2 x 400/39 = 20.5
+    sel = select_estimators(r, N, n, ["recall", "ndcg"], ks, rng=0, n_sim=3, candidates=("mle", "bv"))
+    bv = bias_margins(r, N, n, ["recall", "ndcg"], ks, "bv", {"gamma": 0.1}, rng=0)
+    assert set(bv) == {(m, k) for m in ("recall", "ndcg") for k in ks}
+    for mk, v in bv.items():
+        assert v == pytest.approx(max(abs(b) for b in sel.bias[mk]["bv"].values()), rel=1e-9, abs=1e-12)
+        assert v > 0
+    mle = bias_margins(r, N, n, ["recall"], [25], "mle", {}, rng=3)
+    assert mle[("recall", 25)] > 0 and mle == bias_margins(r, N, n, ["recall"], [25], "mle", {}, rng=3)
+    assert "mle" in MARGIN_METHODS and "wmle" not in MARGIN_METHODS
+    assert bias_margins(r, N, n, ["recall"], [25], "wmle", {}, rng=0) == {}
+    assert bias_margins(r, N, n, ["recall"], [25], "bv", {"gamma": 0.5}, rng=0) == {}
+    assert bias_margins(r, N, n, ["recall"], [25], "mes", {"eta": 0.5}, rng=0) == {}
+    pools = np.full(r.size, N)
+    pools[::2] = N - 20
+    assert bias_margins(r, pools, n, ["recall"], [25], "cls", {}, rng=0) == {}
+    sizes = np.where(np.arange(r.size) % 2 == 0, n, 2 * n)  # per-user sample sizes: MLE alone takes them
+    assert bias_margins(r, N, sizes, ["recall"], [25], "mes", {}, rng=0) == {}

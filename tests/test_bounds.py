@@ -222,11 +222,13 @@ def test_coverage_on_a_small_grid(design):
 
 def test_the_default_interval_below_and_above_the_rule():
     """estimate_metric(s) with ci: below the rule (K < 2 N/(n-1)) every method's interval is exactly the
-    identification bounds and the row is not identified; above it, exactly the bootstrap's interval;
-    interval="bootstrap" keeps the bootstrap below the rule too, still marked not identified."""
+    identification bounds and the row is not identified; above it, exactly the bootstrap's interval
+    widened at both ends by the method's bias margin; interval="bootstrap" keeps the bootstrap below the
+    rule too, still marked not identified."""
     import warnings
 
     from itemsampling.estimators import estimate_metric, estimate_metrics
+    from itemsampling.estimators.auto import bias_margins
     from itemsampling.estimators.bootstrap import bootstrap_metric
 
     N, n, M = 400, 40, 800  # the rule: K >= 2 x 400/39 = 20.5
@@ -238,9 +240,14 @@ def test_the_default_interval_below_and_above_the_rule():
         e = estimate_metric(r, N, n, "ndcg", [10, 30], "mle", ci=0.9, n_boot=30, rng=1)
         b = identification_bounds(r, N, n, ["ndcg"], 10, ci=0.9)
         boot = bootstrap_metric(r, N, n, "ndcg", [30], "mle", ci=0.9, n_boot=30, rng=1)
-        assert list(e.identified) == [False, True] and list(e.interval) == ["bounds", "bootstrap"]
+        margin = bias_margins(r, N, n, ["ndcg"], [30], "mle", {}, rng=np.random.default_rng(1))[("ndcg", 30)]
+        assert list(e.identified) == [False, True] and list(e.interval) == ["bounds", "bootstrap+margin"]
         assert (e.low[0], e.high[0]) == pytest.approx((b.low["ndcg"], b.high["ndcg"]), abs=1e-12)
-        assert (e.low[1], e.high[1]) == pytest.approx((boot.low[0], boot.high[0]), abs=1e-12)
+        assert margin > 0
+        assert (e.low[1], e.high[1]) == pytest.approx((boot.low[0] - margin, boot.high[0] + margin), abs=1e-12)
+        # a method without a margin (its own options): the bootstrap, as it is
+        w = estimate_metric(r, N, n, "ndcg", 30, "mes", ci=0.9, n_boot=30, rng=1, eta=0.5)
+        assert w.interval == "bootstrap" and w.identified is True
         assert e.estimate[0] == pytest.approx(estimate_metric(r, N, n, "ndcg", 10, "mle"))
         # every method shares the one set of bounds below the rule
         both = estimate_metrics(r, N, n, ["ndcg"], 10, ["bv", "cls"], ci=0.9, n_boot=30, rng=1, gamma=0.1)

@@ -53,8 +53,8 @@ def _two_models(tmp_path, a=(0.4, 0.4), M=600, seed=0, users=True, name="ranks.c
 def test_intervals_cover_the_truth(tmp_path, capsys):
     """Files of ranks drawn from a known P(R) (Beta model, TORS Sec. 3.2): the default method's 95%
     intervals cover the users' exact Recall and NDCG in (nearly) every file; at K = 20, above the
-    resolution rule (2 N/(n-1) = 10.2), the bootstrap interval, informative; at K = 10, below it, the row
-    is marked not identified and its interval is the identification bounds."""
+    resolution rule (2 N/(n-1) = 10.2), the bootstrap interval widened by MLE's bias margin, informative; at
+    K = 10, below it, the row is marked not identified and its interval is the identification bounds."""
     covered, total = 0, 0
     for seed, a in enumerate((0.3, 0.4, 0.5, 0.6)):
         R = sample_beta_ranks(a, N, 600, rng=np.random.default_rng([seed, 0]))
@@ -67,9 +67,10 @@ def test_intervals_cover_the_truth(tmp_path, capsys):
         for row in res["estimates"]:
             exact = evaluate(R, row["metric"], row["k"])
             assert row["identified"] is (row["k"] == 20)
-            assert row["interval"] == ("bootstrap" if row["k"] == 20 else "bounds")
+            assert row["interval"] == ("bootstrap+margin" if row["k"] == 20 else "bounds")
             if row["k"] == 20:
-                assert row["low"] <= row["estimate"] <= row["high"]
+                assert row["bias_margin"] >= 0
+                assert row["low"] + row["bias_margin"] <= row["estimate"] <= row["high"] - row["bias_margin"]
                 assert row["high"] - row["low"] < 0.2  # informative, not a trivially wide interval
             covered += row["low"] <= exact <= row["high"]
             total += 1

@@ -253,6 +253,9 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                 selections.setdefault(model, []).append(res.estimates[model][group[0]].selection.to_dict())
             elif interval == "kept" and method != "sampled":
                 _bounds_rows(rows, model, r, pools[model], n, group, kk, ci, params, say)
+                if boot:
+                    _margin_rows(rows, model, r, pools[model], n, group, kk, method, params,
+                                 np.random.default_rng([seed, 3, g, im]), say)
         for (a, b), per_metric in res.comparisons.items():
             for metric in group:
                 c = per_metric[metric]
@@ -359,6 +362,29 @@ def _bounds_rows(rows, model, r, n_items, n, metrics, ks, ci, params, say) -> No
             row["interval"] = "bounds"
 
 
+def _margin_rows(rows, model, r, n_items, n, metrics, ks, method, params, rng, say) -> None:
+    """``interval="kept"`` above the rule for one model's rows (:func:`itemsampling.estimators.api._kept`, the
+    same rule): each resolved row's bootstrap interval widened at both ends by the method's bias margin
+    (:func:`~itemsampling.estimators.auto.bias_margins`; ``interval`` ``"bootstrap+margin"``, the margin in
+    ``bias_margin``) where the margin is defined."""
+    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
+    from .estimators.auto import bias_margins
+    from .estimators.estimate import _route
+
+    high = [k for k in (ks if ks is not None else [None]) if resolves(int(np.max(n_items)), n, k)]
+    if not high:
+        return
+    say(f"      bias margin of {model} (K = {', '.join(map(str, high))}: simulated under the smooth fits of P(R))")
+    margins = bias_margins(r, n_items, n, metrics, high, method, _route(method, params), rng=rng)
+    for row in rows:
+        key = (row["metric"], row["k"])
+        if row["model"] == model and key in margins and row["interval"] == "bootstrap":
+            row["low"] -= margins[key]
+            row["high"] += margins[key]
+            row["interval"] = "bootstrap+margin"
+            row["bias_margin"] = margins[key]
+
+
 def _auto_conditional(auto, r, n_items, n, metrics, ks, ci, n_boot, rng, params):
     """Test-users intervals for ``method="auto"``: each estimator that auto chose (``auto``, the
     model's ``{metric: AutoEstimate}``) on one set of parametric replicates, read per cut-off and
@@ -426,6 +452,10 @@ def format_report(result: dict) -> str:
                   + ("the interval is the identification bounds: the range of the metric over every rank distribution "
                      "the data allow." if kept else "the interval (--interval bootstrap) does not cover the "
                      "estimator's bias.")]
+    if any(r.get("interval") == "bootstrap+margin" for r in result["estimates"]) and result["method"] != "auto":
+        lines += ["", "identified rows: the bootstrap interval widened at both ends by the estimator's bias margin, its "
+                      "largest simulated bias under the smooth fits of P(R) that the data do not reject (JSON: "
+                      "bias_margin; --interval bootstrap drops it)."]
     if result["method"] == "auto":  # one line per model and metric@K: what auto chose and why
         lines += ["", "method auto chose, per model and metric (each candidate's error under the smooth fits of "
                       "P(R) that the data do not reject):"]
@@ -536,9 +566,10 @@ def _build_parser():
     e.add_argument("--interval", default=None, choices=("kept", "bootstrap"),
                    help="kept (default): where K is below the resolution rule K >= 2 N/(n-1) the row is marked "
                         "'not identified' and its interval is the identification bounds (the range of the metric "
-                        "the data allow); above it the bootstrap interval (with --method auto widened by the "
-                        "chosen estimator's bias margin). bootstrap: the estimator's own bootstrap interval "
-                        "everywhere (it does not cover the estimator's bias below the rule)")
+                        "the data allow); above it the bootstrap interval widened by the estimator's bias margin "
+                        "(methods mle, mes, cls, bv with gamma 0.1, and auto's choice; the others: the bootstrap). "
+                        "bootstrap: the estimator's own bootstrap interval everywhere (it does not cover the "
+                        "estimator's bias below the rule)")
     e.add_argument("--target", default="population", choices=("population", "test-users"),
                    help="what the intervals are for: the population the users were drawn from (user bootstrap, "
                         "default) or the test users' own metric (item sampling only)")

@@ -16,11 +16,12 @@ import numpy as np
 from .._validation import as_rng
 from ..kernel import resolves
 from ..metrics import canonical_metric
-from .auto import AUTO_ONLY, AUTO_OPTIONS, auto_estimates, check_auto_params, check_interval
+from .auto import AUTO_ONLY, AUTO_OPTIONS, auto_estimates, bias_margins, check_auto_params, check_interval
 from .bootstrap import MetricEstimate, bootstrap_metric, bootstrap_metrics
 from .bounds import identification_bounds
 from .conditional import conditional_metric, conditional_metrics
-from .estimate import METHODS, _check_nonempty, _point_metric, _point_metrics, _warn_resolution, check_target
+from .estimate import (METHODS, _check_nonempty, _point_metric, _point_metrics, _route, _warn_resolution,
+                       check_target)
 
 _AUTO_ONLY = tuple(x for x in AUTO_ONLY if x != "interval")  # ``interval`` is every method's (with ci)
 
@@ -91,7 +92,14 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
         confidence, n_boot, method)`` whose interval is the percentile interval of a user
         bootstrap: ``n_boot`` replicates of the users drawn with replacement, every prior
         (``*_mle`` / ``*_mes``) re-estimated in each replicate
-        (:func:`~itemsampling.estimators.bootstrap.bootstrap_metric`).
+        (:func:`~itemsampling.estimators.bootstrap.bootstrap_metric`). The keyword ``interval``
+        chooses what is reported: ``"kept"`` (default) marks each cut-off ``identified`` by the rule
+        :math:`K \ge 2N/(n-1)` (:func:`itemsampling.kernel.resolves`); below it the interval is the
+        identification bounds (:mod:`.bounds`, ``interval="bounds"``), above it the bootstrap interval
+        widened at both ends by the method's simulated bias margin
+        (:func:`~itemsampling.estimators.auto.bias_margins`, ``"bootstrap+margin"``; methods
+        :data:`~itemsampling.estimators.auto.MARGIN_METHODS` with auto's settings, the others keep
+        ``"bootstrap"``). ``"bootstrap"``: the bootstrap interval everywhere.
     n_boot : int
         Number of bootstrap replicates (>= 10; used only with ``ci``).
     rng : seed or numpy Generator
@@ -212,24 +220,27 @@ def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, 
                 conv = (lambda v: v) if seq else (lambda v: float(v[0]))
                 res[meth][m] = MetricEstimate(conv(est), conv(lo), conv(hi), float(ci), int(n_boot) if boot_ks else 0,
                                               meth)
-        out = _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params)
+        out = _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params, rng)
         return out[methods][metrics] if single else out
     res = (one if single else several)(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci,
                                        n_boot=n_boot, rng=rng, **params)
     if single:
-        return _kept({methods: {metrics: res}}, sampled_ranks, n_items, sample_size, k, ci, interval, params)[methods][
-            metrics]
-    return _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params)
+        return _kept({methods: {metrics: res}}, sampled_ranks, n_items, sample_size, k, ci, interval, params,
+                     rng)[methods][metrics]
+    return _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params, rng)
 
 
-def _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params):
+def _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params, rng=None):
     r"""Every estimate of ``res`` (``{method: {metric: MetricEstimate}}``) marked per cut-off
     ``identified`` by the one resolution rule (:func:`itemsampling.kernel.resolves`: :math:`K \ge`
     :data:`~itemsampling.kernel.RESOLVED` :math:`\times N/(n-1)`, the largest :math:`N_u` and
     :math:`n_u`), and with ``interval="kept"`` the interval of every unresolved cut-off replaced by the
     identification bounds (:mod:`.bounds`; one computation shared by every method, for both targets):
     an interval that keeps its coverage where the estimators' own intervals are centred on a prior's
-    pick. The point estimate stays (it is the prior's there, and the row says so). The uncorrected
+    pick. The point estimate stays (it is the prior's there, and the row says so). Every resolved
+    cut-off's bootstrap interval is widened at both ends by the method's bias margin
+    (:func:`~.auto.bias_margins`, ``"bootstrap+margin"``; draws from ``rng``) where the margin is defined
+    (:data:`~.auto.MARGIN_METHODS` with auto's settings), as ``method="auto"`` does. The uncorrected
     ``"sampled"`` metric estimates the sampled metric itself and is left as it is."""
     seq = np.ndim(k) > 0
     ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
@@ -241,9 +252,15 @@ def _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params):
     if interval == "kept" and low_ks and any(meth != "sampled" for meth in res):
         bnd = identification_bounds(sampled_ranks, n_items, sample_size, [canonical_metric(m) for m in metrics],
                                     low_ks, ci, params.get("replacement", True), grid=params.get("grid"))
+    high_ks = [kk for kk, ok in zip(ks, ident) if ok]
+    gen = as_rng(rng)
     out = {}
     for meth, per in res.items():
         out[meth] = {}
+        margins = {}
+        if interval == "kept" and high_ks and meth != "sampled":
+            margins = bias_margins(sampled_ranks, n_items, sample_size, [canonical_metric(m) for m in per], high_ks,
+                                   meth, _route(meth, params), rng=gen)
         for m, e in per.items():
             if meth == "sampled":
                 out[meth][m] = e
@@ -256,6 +273,10 @@ def _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params):
                     lo[j] = float(np.atleast_1d(bnd.low[canonical_metric(m)])[jb])
                     hi[j] = float(np.atleast_1d(bnd.high[canonical_metric(m)])[jb])
                     kinds.append("bounds")
+                elif (canonical_metric(m), kk) in margins:
+                    b = margins[(canonical_metric(m), kk)]
+                    lo[j], hi[j] = lo[j] - b, hi[j] + b
+                    kinds.append("bootstrap+margin")
                 else:
                     kinds.append("bootstrap")
             conv = (lambda v: np.asarray(v)) if seq else (lambda v: v[0])

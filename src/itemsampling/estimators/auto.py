@@ -193,6 +193,7 @@ from .grid import cached_kernel, grid_kernel, rank_grid, resolve_grid
 __all__ = ["CANDIDATES", "GAMMA", "N_SIM", "FITS", "SMOOTH_FITS", "FALLBACK_FITS", "GOF_LEVEL", "AutoSelection",
            "select_estimators", "plausible_fits", "beta_fit", "beta_mixture_fit", "goodness_of_fit", "validation_study",
            "validation_rmse", "draw_validation_ranks", "INTERVALS", "RESOLVED", "check_interval", "interval_plan",
+           "MARGIN_METHODS", "bias_margins",
            "coverage_study",
            "auto_estimates", "bootstrap_metric", "bootstrap_metrics", "compare_estimates", "bootstrap_models"]
 
@@ -479,10 +480,11 @@ def plausible_fits(r, N, n, replacement, g, sel) -> dict:
 
 
 def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=None, pools=None, n_sim=N_SIM,
-                      candidates=CANDIDATES) -> AutoSelection:
+                      candidates=CANDIDATES, simulate=False) -> AutoSelection:
     r"""Choose an estimator per metric and cut-off (module docstring) on validated ranks ``r``
     (one per user), catalogue size ``N`` (the largest pool with per-user ``pools``), sample size
-    ``n`` (an int, or per-user sizes), ``grid`` as for :func:`itemsampling.estimators.estimate_metric`."""
+    ``n`` (an int, or per-user sizes), ``grid`` as for :func:`itemsampling.estimators.estimate_metric`.
+    One candidate is chosen without simulating its errors unless ``simulate`` (:func:`bias_margins`)."""
     n_sim = check_int(n_sim, "n_sim", low=2)
     replacement = check_bool(replacement, "replacement")
     gen = as_rng(rng)
@@ -526,7 +528,7 @@ def select_estimators(r, N, n, metrics, ks, rng=None, replacement=True, grid=Non
     for i, m in enumerate(metrics):
         for j, k in enumerate(ks):
             sel.estimates[(m, k)] = {c: float(est[c][i, j]) for c in cands}
-    if len(cands) == 1 and not screen:
+    if len(cands) == 1 and not screen and not simulate:
         for m in metrics:
             for k in ks:
                 sel.chosen[(m, k)] = cands[0]
@@ -790,6 +792,39 @@ def _linear_sims(C, r, N, n, metrics, ks, method, params, est, g):
 # ---------------------------------------------------------------------------------------------
 # the estimate of method="auto", with or without an interval
 # ---------------------------------------------------------------------------------------------
+#: The fixed methods whose bias margin :func:`bias_margins` simulates: auto's candidates that take no
+#: option of their own, and BV with auto's :math:`\gamma`.
+MARGIN_METHODS = ("mle", "mes", "cls", "bv")
+
+
+def bias_margins(sampled_ranks, n_items, sample_size, metrics, ks, method: str, params=None, rng=None) -> dict:
+    r"""The bias margin of a fixed ``method`` (module docstring, "The interval"): :math:`\max_f |b_f|`, its
+    simulated bias under each smooth fit of :math:`P(R)` the data do not reject (the nonparametric fits if
+    every smooth one is), per ``(metric, k)``; what ``interval="kept"`` adds to both ends of a resolved
+    cut-off's bootstrap interval for every method, as ``method="auto"`` does for the one it chose
+    (:func:`select_estimators` with that candidate alone, its errors simulated). ``{}`` where the margin is
+    not defined: a method outside :data:`MARGIN_METHODS`, options of its own (other than BV's
+    :math:`\gamma` = :data:`GAMMA`), per-user sample sizes for another method than MLE, per-user
+    catalogue sizes for CLS, or a failure of the method in the simulation (its interval then stays the
+    bootstrap's)."""
+    params = dict(params or {})
+    own = {x: v for x, v in params.items() if x not in AUTO_OPTIONS}
+    if method not in MARGIN_METHODS or (own and not (method == "bv" and own == {"gamma": GAMMA})):
+        return {}
+    r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, {x: params[x] for x in AUTO_OPTIONS if x in params})
+    if (not isinstance(n, int) and method != "mle") or (pools is not None and method == "cls"):
+        return {}
+    metrics, ks = list(metrics), list(ks)
+    try:
+        sel = select_estimators(r, N, n, metrics, ks, rng=rng, replacement=params.get("replacement", True),
+                                grid=params.get("grid"), pools=pools, candidates=(method,), simulate=True)
+    except (ValueError, np.linalg.LinAlgError, FloatingPointError):
+        return {}
+    if method not in sel.candidates:
+        return {}
+    return {(m, k): sel.margin(m, k) for m in metrics for k in ks if sel.bias.get((m, k), {}).get(method)}
+
+
 def _pick(values, j):
     return float(np.atleast_1d(values)[j])
 
