@@ -174,9 +174,10 @@ def rank_all(model, users, targets, excl, N, sizes, g, batch=512):
     return full, pools, sampled
 
 
-def weighted_draws(model, users, targets, excl, N, popularity, n_decoys, seed, batch=512):
+def weighted_draws(model, users, targets, excl, N, popularity, n_decoys, seed, batch=512, replacement=True):
     """``(probs, above, pools)`` of ``n_decoys`` popularity-weighted decoys per user, drawn with
-    replacement from the pool less the target (``above``: the decoy scores strictly higher)."""
+    replacement (or successively without) from the pool less the target (``above``: the decoy scores
+    strictly higher)."""
     g = np.random.default_rng(seed)
     probs, above, pools = [], [], []
     for s in range(0, users.size, batch):
@@ -189,7 +190,7 @@ def weighted_draws(model, users, targets, excl, N, popularity, n_decoys, seed, b
         pools.append(N - X.sum(axis=1))
         X[rows, t] = True  # never a decoy
         higher = (S > ts[:, None]) & ~X
-        p, a = draw_weighted_decoys(higher, X, popularity, n_decoys, replacement=True, rng=g)
+        p, a = draw_weighted_decoys(higher, X, popularity, n_decoys, replacement=replacement, rng=g)
         probs.append(p)
         above.append(a)
     return np.vstack(probs), np.vstack(above), np.concatenate(pools)
@@ -209,6 +210,9 @@ def main(argv=None) -> int:
     ap.add_argument("--weighted-users", type=int, default=3_000,
                     help="test users for the popularity-weighted part (0: skip it)")
     ap.add_argument("--weighted-only", action="store_true", help="run only the popularity-weighted part")
+    ap.add_argument("--without-replacement", action="store_true",
+                    help="draw the popularity-weighted decoys without replacement (successive sampling, the "
+                         "estimate --without-replacement design)")
     ap.add_argument("--compare-bootstrap", action="store_true",
                     help="also run estimate with --interval bootstrap (the estimator's own interval, the default "
                          "before) and report its coverage beside the default's")
@@ -324,7 +328,8 @@ def run_weighted(a, models, truth, users, targets, excl, N, tr, out):
     popularity = np.bincount(tr.item.to_numpy(), minlength=N).astype(np.float64)
     frames = []
     for name, model in models.items():
-        p, ab, pools = weighted_draws(model, users[take], targets[take], excl, N, popularity, 99, [a.seed, 7, 1])
+        p, ab, pools = weighted_draws(model, users[take], targets[take], excl, N, popularity, 99, [a.seed, 7, 1],
+                                      replacement=not a.without_replacement)
         d = p.shape[1]
         frames.append(pd.DataFrame({"model": name, "user": np.repeat(users[take], d), "prob": p.ravel(),
                                     "above": ab.ravel().astype(int), "n_items": np.repeat(pools, d)}))
@@ -334,6 +339,7 @@ def run_weighted(a, models, truth, users, targets, excl, N, tr, out):
     for kind in ("kept", "bootstrap") if a.compare_bootstrap else ("kept",):
         t = time.perf_counter()
         res = estimate_weighted_table(table, list(METRICS), list(KS), ci=0.95, n_boot=200, seed=a.seed,
+                                      design="successive" if a.without_replacement else "with_replacement",
                                       interval=kind)
         secs = time.perf_counter() - t
         cov = []
@@ -345,7 +351,8 @@ def run_weighted(a, models, truth, users, targets, excl, N, tr, out):
                         "covered": bool(row["low"] <= tv <= row["high"]), "identified": row["identified"],
                         "interval": row["interval"]})
         out.setdefault("weighted", {})[kind] = {"rows": cov, "seconds": secs, "users": int(take.size)}
-        print(f"\n popularity-weighted, 99 decoys, {take.size:,} users, --interval {kind}: "
+        print(f"\n popularity-weighted, 99 decoys {'without' if a.without_replacement else 'with'} replacement, "
+              f"{take.size:,} users, --interval {kind}: "
               f"{sum(c['covered'] for c in cov)} of {len(cov)} intervals cover those users' full-ranking truth "
               f"({secs:.1f} s)")
         for c in cov:

@@ -614,7 +614,7 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
 
     ``interval="kept"`` (default; :func:`~itemsampling.estimators.weighted.estimate_metric_weighted`'s
     rule): a cut-off below the resolution rule gets the identification bounds
-    (:func:`~itemsampling.estimators.weighted.weighted_bounds`, draws with replacement) as its
+    (:func:`~itemsampling.estimators.weighted.weighted_bounds`, either design) as its
     interval, ``identified`` false and ``interval`` ``"bounds"``; a comparison where either model is
     below the rule gets the difference of the two models' bounds and the verdict "not identified".
     No bootstrap runs for a cut-off that no model resolves. ``"bootstrap"``: the bootstrap
@@ -643,7 +643,7 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
         d = table.models[m]
         return bool(resolves(int(np.max(d.pools)), d.probs.shape[1] + 1, k))
 
-    bounded = interval == "kept" and design == "with_replacement"
+    bounded = interval == "kept"
     # cut-offs whose bootstrap some row or comparison needs: resolved for some model, or every cut-off
     boot_ks = {k for k in [None, *ks] if not bounded or any(ident(m, k) for m in names)}
     for m in names:
@@ -662,7 +662,7 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
             below = [k for k in kk if bounded and not ident(m, k)]
             bnd = {}
             if below:
-                b = weighted_bounds(d.probs, d.above, d.pools, metric, below, ci)
+                b = weighted_bounds(d.probs, d.above, d.pools, metric, below, ci, design=design)
                 bnd = {k: (float(b.low[metric][j]), float(b.high[metric][j])) for j, k in enumerate(below)}
             uni = weighted_replicates(d.probs, d.above, d.pools, metric, kk, None, "uniform", design)[0]
             raw = weighted_replicates(d.probs, d.above, d.pools, metric, kk, None, "sampled", design)[0]

@@ -77,6 +77,7 @@ __all__ = [
     "bootstrap_weights",
     "rank_only_bounds",
     "top_mass_curve",
+    "removed_mass",
     "weighted_bounds",
 ]
 
@@ -513,10 +514,9 @@ def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str
     rule (:func:`itemsampling.kernel.resolves` with :math:`N = \max_u N_u` and :math:`n` = decoys + 1),
     the identification bounds of :func:`weighted_bounds` as the interval, marked ``identified=False``,
     ``interval="bounds"`` (the point estimate stays: there it is the ratio curve's extrapolation, not the
-    data's); the bootstrap where the rule holds. ``"bootstrap"``: the bootstrap interval everywhere (the
-    bounds need draws with replacement: ``design="successive"`` keeps the bootstrap, marked not
-    identified below the rule). ``method="sampled"`` always gets the bootstrap (it estimates the sampled
-    metric, which the counts identify).
+    data's); the bootstrap where the rule holds. ``"bootstrap"``: the bootstrap interval everywhere.
+    ``method="sampled"`` always gets the bootstrap (it estimates the sampled metric, which the counts
+    identify).
     """
     if not isinstance(method, str) or method not in WEIGHTED_METHODS:
         raise ValueError(f"method must be one of {list(WEIGHTED_METHODS)}, got {method!r}")
@@ -529,7 +529,7 @@ def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str
     kind = check_interval(interval)
     N = int(np.max(n_items))
     ident = [method == "sampled" or resolves(N, p.shape[1] + 1, kk) for kk in ks]
-    use_bounds = kind == "kept" and design == "with_replacement"
+    use_bounds = kind == "kept"
     W = bootstrap_weights(p.shape[0], n_boot, rng)
     if use_bounds and not any(ident):  # every cut-off gets the bounds: no bootstrap to run
         est, _ = weighted_replicates(p, a, n_items, metric, k, None, method, design)
@@ -540,7 +540,7 @@ def estimate_metric_weighted(decoy_probs, decoy_above, n_items: int, metric: str
     kinds = ["bootstrap"] * len(ks)
     below = [j for j, ok in enumerate(ident) if not ok]
     if use_bounds and below:
-        b = weighted_bounds(p, a, n_items, metric, [ks[j] for j in below], conf)
+        b = weighted_bounds(p, a, n_items, metric, [ks[j] for j in below], conf, design=design)
         key = next(iter(b.low))
         for i, j in enumerate(below):
             low[j], high[j], kinds[j] = b.low[key][i], b.high[key][i], "bounds"
@@ -640,51 +640,105 @@ PI_FLOOR = 1e-7
 PI_WIDTH = 2e-3
 
 
-def top_mass_curve(decoy_probs, margin: float = 3.0) -> tuple:
-    r"""The fewest items that carry a popularity mass :math:`\pi`, read off the draws themselves.
-
-    With :math:`D` draws (all users' decoys) and :math:`q_1 \ge q_2 \ge \dots` their probabilities, the
-    share of draws with probability at least :math:`q_j`, :math:`m_j = j/D`, is unbiased for the mass of
-    the items with :math:`p_i \ge q_j`, and :math:`n_j = \frac1D\sum_{i \le j} 1/q_i` for their number
-    (Hansen & Hurwitz 1943: an item of probability :math:`p` is drawn :math:`Dp` times on average); the
-    curve :math:`m \mapsto n` is the profile's top, most popular items first. Returns
-    ``(mass, items)``, both increasing from ``(0, 0)``: :math:`m_j` raised and :math:`n_j` lowered by
-    ``margin`` standard errors (binomial for :math:`m_j`; :math:`\frac1{D^2}\sum_{i\le j} 1/q_i^2` the
-    variance of :math:`n_j`), so that the curve lies below the true one, :math:`L(\pi) = \min\{m:
-    S_m \ge \pi\}` (:math:`S_m` the mass of the :math:`m` most popular items), except with a chance of
-    the order of the margin's normal tail. The users' probabilities are each renormalised over the
-    user's own pool, so the curve is their average: pools that differ by a few items differ little."""
-    q = np.sort(np.asarray(decoy_probs, dtype=np.float64).ravel())[::-1]
-    margin = check_real(margin, "margin", low=0.0)
-    D = q.size
-    j = np.arange(1, D + 1, dtype=np.float64)
-    m = j / D
-    n = np.cumsum(1.0 / q) / D
-    se_n = np.sqrt(np.cumsum(1.0 / q ** 2)) / D
-    se_m = np.sqrt(m * (1 - m) / D)
-    mass = np.minimum(1.0, m + margin * se_m)
-    items = np.maximum(0.0, n - margin * se_n)
-    mass = np.concatenate([[0.0], np.maximum.accumulate(mass)])
-    items = np.concatenate([[0.0], np.maximum.accumulate(items)])
+def _curve(q, weight_mass, weight_items, M, margin):
+    """(mass, items) from the draws' probabilities ``q`` sorted descending and each draw's contribution."""
+    xm, xn = weight_mass / M, weight_items / M
+    mass = np.cumsum(xm) + margin * np.sqrt(np.cumsum(xm ** 2))
+    items = np.cumsum(xn) - margin * np.sqrt(np.cumsum(xn ** 2))
+    mass = np.concatenate([[0.0], np.maximum.accumulate(np.minimum(mass, 1.0))])
+    items = np.concatenate([[0.0], np.maximum.accumulate(np.maximum(items, 0.0))])
     return mass, items
 
 
-def weighted_bounds(decoy_probs, decoy_above, n_items, metrics, k, ci: float = 0.95, curve=None) -> BoundsResult:
-    r"""Identification bounds for popularity-weighted decoys (drawn with replacement): the range of each
-    metric@K over every distribution of the mass above the target, :math:`\pi`, whose law of counts
-    lies in a simultaneous exact ``ci`` band around the observed one (the construction of
-    :mod:`.bounds`, on :math:`\pi` instead of :math:`R`).
+def top_mass_curve(decoy_probs, margin: float = 3.0, design: str = "with_replacement") -> tuple:
+    r"""The fewest items that carry a popularity mass :math:`\pi`, read off the draws themselves.
 
-    * *The band*: given :math:`\pi_u` the count :math:`c_u` of decoys above the target is
-      Binomial(:math:`n-1`, :math:`\pi_u`) (module docstring), so :math:`\#\{u: c_u \le c_j\}` is
-      binomial in independent users, and Clopper-Pearson intervals at the Bonferroni level cover all
-      cut points :math:`c_j` together with probability at least ``ci`` (cut points: the dyadic sampled
-      ranks, and the sampled rank where each cut-off's :math:`\pi` maps and the one after it).
+    :math:`M` users drew :math:`d` decoys each; :math:`q_1 \ge q_2 \ge \dots` are the probabilities of all
+    :math:`D = Md` draws. An item of probability :math:`p` is drawn :math:`\lambda(p)` times per user on
+    average, so summing :math:`q/\lambda(q)` (:math:`1/\lambda(q)`) over the draws with :math:`q \ge q_j`
+    and dividing by :math:`M` estimates without bias the mass (the number) of the items with
+    :math:`p_i \ge q_j` (Hansen & Hurwitz 1943): the curve :math:`m \mapsto n`, most popular items first.
+    With replacement :math:`\lambda(p) = dp` exactly (mass :math:`j/D`, number
+    :math:`\frac1D\sum_{i \le j} 1/q_i`). Without replacement (successive sampling, ``design="successive"``,
+    rows in draw order) :math:`\lambda(p)` is the inclusion probability: draw :math:`j` takes the item with
+    probability :math:`p/(1 - m_{j-1})` if it is still there, :math:`m_{j-1}` the mass the user's earlier
+    draws removed, so :math:`\lambda(p)` lies between :math:`1 - (1-p)^d` and :math:`p\,E[\sum_j 1/(1 -
+    m_{j-1})]` (the expectation read off the rows); the mass is summed with the lower :math:`\lambda` and
+    the number with the upper, so both err on the safe side. Returns ``(mass, items)``, non-decreasing from ``(0, 0)``: the
+    mass raised and the number lowered by ``margin`` standard errors (the root of the summed squared
+    contributions over :math:`M`), so that the curve lies below the true one, :math:`L(\pi) = \min\{m:
+    S_m \ge \pi\}` (:math:`S_m` the mass of the :math:`m` most popular items), except with a chance of the
+    order of the margin's normal tail. The users' probabilities are each renormalised over the user's own
+    pool, so the curve is their average: pools that differ by a few items differ little."""
+    P = np.asarray(decoy_probs, dtype=np.float64)
+    if P.ndim != 2 or P.size == 0:
+        raise ValueError(f"decoy_probs must be an (M, n-1) array of probabilities, got shape {P.shape}")
+    margin = check_real(margin, "margin", low=0.0)
+    design = _check_design(design)
+    M, d = P.shape
+    q = np.sort(P.ravel())[::-1]
+    if design == "with_replacement":
+        lam = d * q
+        return _curve(q, q / lam, 1.0 / lam, M, margin)
+    low = -np.expm1(d * np.log1p(-np.minimum(q, 1.0 - 1e-15)))      # 1 - (1 - q)^d
+    # draw j takes the item with probability q / (1 - m_{j-1}), m_{j-1} the mass the user's earlier draws
+    # removed (read off the rows, in draw order): the inclusion is at most q times the users' mean of
+    # sum_j 1 / (1 - m_{j-1})
+    removed = np.cumsum(P, axis=1) - P
+    inflate = float(np.mean(np.sum(1.0 / np.maximum(1.0 - removed, 1e-12), axis=1)))
+    high = np.maximum(np.minimum(1.0, q * inflate), low)
+    return _curve(q, q / low, 1.0 / high, M, margin)
+
+
+def removed_mass(decoy_probs) -> np.ndarray:
+    r""":math:`T_0, \dots, T_{d-1}`: the largest mass the first :math:`j` draws without replacement removed
+    in any user's row (``decoy_probs`` in draw order, single-draw probabilities); :math:`T_0 = 0`, each
+    below 1. A new user's first :math:`j` draws remove more only with a chance of the order of
+    :math:`1/M` at each :math:`j`."""
+    P = np.asarray(decoy_probs, dtype=np.float64)
+    T = np.max(np.cumsum(P, axis=1) - P, axis=0)
+    return np.minimum(T, 1.0 - 1e-9)
+
+
+def _poisson_binomial_cdf(P, xs) -> np.ndarray:
+    """``Pr(sum_j Bernoulli(P[:, j]) <= x)`` for each row of ``P`` and each ``x`` in ``xs``: (rows, len(xs))."""
+    rows, d = P.shape
+    dist = np.zeros((rows, d + 1))
+    dist[:, 0] = 1.0
+    for j in range(d):
+        pj = P[:, j:j + 1]
+        dist[:, 1:] = dist[:, 1:] * (1.0 - pj) + dist[:, :-1] * pj
+        dist[:, 0] *= 1.0 - pj[:, 0]
+    cdf = np.cumsum(dist, axis=1)
+    return np.clip(cdf[:, np.asarray(xs, dtype=np.int64)], 0.0, 1.0)
+
+
+def weighted_bounds(decoy_probs, decoy_above, n_items, metrics, k, ci: float = 0.95, curve=None,
+                    design: str = "with_replacement") -> BoundsResult:
+    r"""Identification bounds for popularity-weighted decoys: the range of each metric@K over every
+    distribution of the mass above the target, :math:`\pi`, whose law of counts lies in a simultaneous
+    exact ``ci`` band around the observed one (the construction of :mod:`.bounds`, on :math:`\pi` instead
+    of :math:`R`).
+
+    * *The band*: users are independent, so :math:`\#\{u: c_u \le c_j\}` is binomial, and Clopper-Pearson
+      intervals at the Bonferroni level cover all cut points :math:`c_j` together with probability at
+      least ``ci`` (cut points: the dyadic sampled ranks, and the sampled rank where each cut-off's
+      :math:`\pi` maps and the one after it). With replacement (``design``) the count :math:`c_u` of decoys
+      above the target is Binomial(:math:`d`, :math:`\pi_u`) given :math:`\pi_u` (module docstring).
+      Without replacement (``"successive"``) draw :math:`j` lands above the target with a probability that
+      depends on the earlier draws, :math:`(\pi - m_A)/(1 - m_A - m_B)` (:math:`m_A`, :math:`m_B` the masses
+      already drawn above and below it), which lies between :math:`a_j(\pi) = \max(0, (\pi -
+      T_{j-1})/(1 - T_{j-1}))` and :math:`b_j(\pi) = \min(1, \pi/(1 - T_{j-1}))` whenever the first
+      :math:`j - 1` draws removed at most :math:`T_{j-1}` (:func:`removed_mass`: the most any user's rows
+      removed); so :math:`c_u` lies stochastically between the Poisson-binomial counts with success
+      probabilities :math:`a_j` and :math:`b_j` (a coupling draw by draw), and :math:`\Pr(c \le c_j \mid
+      \pi)` between their distribution functions.
     * *The columns*: cells of :math:`\pi` (:math:`\pi = 0`, geometric cells of relative width
       :data:`PI_WIDTH` from :data:`PI_FLOOR` to 1, and the points where the best rank passes a
-      cut-off). :math:`\Pr(c \le c_j \mid \pi)` falls as :math:`\pi` grows, so a cell's mass enters
-      the band between its value at the cell's last and first :math:`\pi`: the outer LP of
-      :func:`~.bounds.cell_lp_bounds` admits the cell masses of every feasible distribution.
+      cut-off). :math:`\Pr(c \le c_j \mid \pi)` (and both of its bounds) falls as :math:`\pi` grows, so
+      a cell's mass enters the band between its (lower) value at the cell's last and its (upper) value at
+      its first :math:`\pi`: the outer LP of :func:`~.bounds.cell_lp_bounds` admits the cell masses of
+      every feasible distribution.
     * *The metric*: :math:`R_u - 1 = |A_u|` items carry the mass :math:`\pi_u`, so :math:`R_u \ge 1 +
       L(\pi_u)`, :math:`L` the fewest items that can carry it (:func:`top_mass_curve`, a lower curve);
       every metric falls with the rank, so :math:`F(1 + \lceil L(\pi)\rceil)` at the cell's first
@@ -701,7 +755,7 @@ def weighted_bounds(decoy_probs, decoy_above, n_items, metrics, k, ci: float = 0
     exact one of a known pool, :math:`(S_m, m)` for :math:`m = 0, 1, \dots`)."""
     if isinstance(ci, bool) or not isinstance(ci, (int, float, np.floating)) or not 0.0 < float(ci) < 1.0:
         raise ValueError(f"ci must be a confidence level strictly between 0 and 1 (e.g. 0.95), got {ci!r}")
-    p, a, N, _, _ = _prepare(decoy_probs, decoy_above, n_items, "with_replacement")
+    p, a, N, design, _ = _prepare(decoy_probs, decoy_above, n_items, design)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     ks, seq = _ks(k)
     if seq and not ks:
@@ -715,7 +769,7 @@ def weighted_bounds(decoy_probs, decoy_above, n_items, metrics, k, ci: float = 0
     d = p.shape[1]
     c = a.sum(axis=1)
     if curve is None:
-        mass, items = top_mass_curve(p)
+        mass, items = top_mass_curve(p, design=design)
     else:
         mass, items = (np.asarray(x, dtype=np.float64) for x in curve)
         if (mass.ndim != 1 or mass.shape != items.shape or mass.size < 2 or not np.all(np.isfinite(mass))
@@ -738,8 +792,13 @@ def weighted_bounds(decoy_probs, decoy_above, n_items, metrics, k, ci: float = 0
     edges = edges[edges <= 1.0]
     first = np.concatenate([[0.0, 0.0], edges[:-1]])    # cells: pi = 0, (0, floor), then [e_i, e_i+1]
     last = np.concatenate([[0.0], edges])
-    A_first = binom.cdf(cuts[None, :] - 1, d, first[:, None])
-    A_last = binom.cdf(cuts[None, :] - 1, d, last[:, None])
+    if design == "with_replacement":
+        A_first = binom.cdf(cuts[None, :] - 1, d, first[:, None])
+        A_last = binom.cdf(cuts[None, :] - 1, d, last[:, None])
+    else:  # successive sampling: draw j lands above with a chance in [a_j(pi), b_j(pi)] (docstring)
+        T = removed_mass(p)
+        A_first = _poisson_binomial_cdf(np.maximum(0.0, (first[:, None] - T[None, :]) / (1.0 - T[None, :])), cuts - 1)
+        A_last = _poisson_binomial_cdf(np.minimum(1.0, last[:, None] / (1.0 - T[None, :])), cuts - 1)
     best = 1 + np.ceil(np.interp(first, mass, items) - 1e-9).astype(np.int64)
     best = np.clip(best, 1, N)
     worst = np.where(last > 0, N, 1)
