@@ -192,3 +192,12 @@ def test_refusals():
         weighted_bounds(p, a, 50, "recall", 51)  # k above N
     with pytest.raises(ValueError, match="interval must be one of"):
         estimate_metric_weighted(p, a, 50, "recall", 10, ci=0.9, interval="bounds")
+
+
+def test_mass_curve_refusals():
+    with pytest.raises(ValueError, match="decoy_probs must be an"):
+        top_mass_curve(np.full(5, 0.2))
+    with pytest.raises(ValueError, match="design"):
+        top_mass_curve(np.full((5, 3), 0.2), design="poisson")
+    with pytest.raises(ValueError, match="design"):
+        weighted_bounds(np.full((5, 3), 0.2), np.zeros((5, 3), bool), 50, "recall", 10, design="poisson")
