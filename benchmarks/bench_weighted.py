@@ -79,3 +79,38 @@ def test_per_user_loop_1e4_users(benchmark, small):
     p, a = small
     est = benchmark.pedantic(loop_estimate, args=(p, a, N, "ndcg", 10), rounds=1, iterations=1)
     assert est == pytest.approx(estimate_metric_weighted(p, a, N, "ndcg", 10), rel=1e-5)
+
+
+# the default interval below the rule (weighted_bounds) beside the bootstrap it replaces there, both for
+# NDCG and Recall at K = 10, 20, 50 (target: the bounds no slower than the bootstrap)
+KS = [10, 20, 50]
+
+
+def _bounds(p, a, design="with_replacement"):
+    return W.weighted_bounds(p, a, N, ["ndcg", "recall"], KS, 0.95, design=design)
+
+
+def _bootstrap(p, a):
+    return [estimate_metric_weighted(p, a, N, m, KS, ci=0.95, n_boot=200, rng=0, interval="bootstrap")
+            for m in ("ndcg", "recall")]
+
+
+def test_bounds_1e5_users(benchmark, big):
+    p, a = big
+    b = benchmark.pedantic(_bounds, args=(p, a), rounds=3, iterations=1)
+    assert np.all(b.high["ndcg"] >= b.low["ndcg"])
+
+
+def test_bounds_successive_1e4_users(benchmark, small):
+    p, a = small  # drawn with replacement: the successive kernel's bounds are then only looser, and as costly
+    benchmark.pedantic(_bounds, args=(p, a, "successive"), rounds=3, iterations=1)
+
+
+def test_bootstrap_1e4_users(benchmark, small):
+    p, a = small
+    benchmark.pedantic(_bootstrap, args=(p, a), rounds=1, iterations=1)
+
+
+def test_bounds_1e4_users(benchmark, small):
+    p, a = small
+    benchmark.pedantic(_bounds, args=(p, a), rounds=3, iterations=1)
