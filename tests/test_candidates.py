@@ -10,7 +10,8 @@ from scipy import stats
 from itemsampling.candidates import (CandidateSets, decoy_experiment, draw_candidates, draw_decoys,
                                      evaluate_candidates, gini_sweep, item_popularity, make_recommender, max_decoys,
                                      popularity_prone, popularity_ranks, popularity_score,
-                                     split_holdout, target_ranks, truth_experiment)
+                                     split_holdout, target_ranks, truth_decoy_pools,
+                                     truth_experiment)
 from itemsampling.data import SimulationConfig, simulate
 from itemsampling.metrics import evaluate
 from itemsampling.models import BPR, EASE, Popular, Random
@@ -571,3 +572,23 @@ def test_decoy_experiments_are_the_same_runs_in_workers():
         decoy_experiments(sim.observed, [3], rng=1, **kw)
     with pytest.raises(ValueError, match="^rngs must be"):
         decoy_experiments(sim.observed, [-1], **kw)
+
+
+def test_truth_decoy_pools_are_the_largest_sizes_truth_experiment_accepts():
+    """Each repeat's pools are those of truth_experiment's own simulation and split (same config, fraction and
+    seed): its smaller pool runs, one decoy more is refused, naming the popularity pool when that is the smaller."""
+    cfg = SimulationConfig(n_users=25, n_items=600, true_profile_mean=60, profile_median=8, seed=5)
+    pools = truth_decoy_pools(cfg, fraction=0.2, n_repeats=2, rng=3)
+    assert list(pools.columns) == ["repeat", "uniform", "popularity"] and pools["repeat"].tolist() == [0, 1]
+    assert (pools["popularity"] < pools["uniform"]).all()  # 25 users leave many items without training popularity
+    assert (pools["uniform"] < 600).all() and (pools["popularity"] >= 1).all()
+    smallest = int(pools["popularity"].min())
+    kw = dict(models=("popular",), k=5, metrics=("ndcg",), fraction=0.2, n_repeats=2, rng=3)
+    df = truth_experiment(cfg, n_decoys=smallest, **kw)
+    assert set(df["candidates"]) == {"full", f"uniform {smallest}", f"popularity {smallest}"}
+    with pytest.raises(ValueError, match=f"n_decoys must be <= {smallest}, .*positive popularity"):
+        truth_experiment(cfg, n_decoys=smallest + 1, **kw)
+    # the same pools in worker processes
+    assert truth_decoy_pools(cfg, fraction=0.2, n_repeats=2, rng=3, n_jobs=2).equals(pools)
+    with pytest.raises(ValueError, match="n_repeats"):
+        truth_decoy_pools(cfg, n_repeats=0)

@@ -78,6 +78,7 @@ __all__ = [
     "decoy_experiment",
     "decoy_experiments",
     "truth_experiment",
+    "truth_decoy_pools",
     "weighted_coverage",
     "CoverageStudy",
     "COVERAGE_COLUMNS",
@@ -685,15 +686,50 @@ def decoy_experiments(interactions: pd.DataFrame, rngs, n_jobs: int = 1, **kwarg
     return parallel_map(_decoy_run, [(interactions, r, kwargs) for r in rngs], n_jobs)
 
 
+def _truth_data(config: SimulationConfig, fraction: float, ss: np.random.SeedSequence):
+    """The simulated data and split of one repeat of :func:`truth_experiment` from its seed sequence
+    ``ss``, and the streams left for its decoys, models and tie-breaks."""
+    s_sim, s_split, s_dec, s_mod, s_tie = ss.spawn(5)
+    cfg = dataclasses.replace(config, seed=int(s_sim.generate_state(1)[0] % (2**31)))
+    sim = simulate(cfg)
+    split = split_holdout(sim.observed, fraction, rng=np.random.default_rng(s_split))
+    return sim, split, s_dec, s_mod, s_tie
+
+
+def _truth_pools(config: SimulationConfig, fraction: float, ss: np.random.SeedSequence) -> tuple:
+    sim, split = _truth_data(config, fraction, ss)[:2]
+    return max_decoys(split, "uniform"), max_decoys(split, "popularity")
+
+
+def truth_decoy_pools(config: SimulationConfig, fraction: float = 0.2, n_repeats: int = 1, rng=0,
+                      n_jobs: int = 1) -> pd.DataFrame:
+    r"""The largest decoy size each simulation of :func:`truth_experiment` (same ``config``,
+    ``fraction``, ``n_repeats`` and ``rng``: the same simulated data and splits) allows: per repeat, the
+    smallest test user's pool of uniform decoys (items outside the user's training and test items)
+    and of popularity-weighted ones (those items of positive training popularity, the only ones the
+    popularity-weighted draw can pick; :func:`max_decoys`). A ``n_decoys`` of :func:`truth_experiment`
+    above a repeat's smaller pool is refused by :func:`draw_decoys`, so a caller that scales the decoy
+    size with the catalogue caps it at the minimum over the repeats. Only the data are simulated (no
+    model is fitted). Returns one row per repeat, columns ``repeat, uniform, popularity``."""
+    if not isinstance(config, SimulationConfig):
+        raise ValueError(f"config must be a SimulationConfig, got {type(config).__name__}")
+    n_repeats = check_int(n_repeats, "n_repeats", low=1)
+    n_jobs = check_int(n_jobs, "n_jobs", low=-1)
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be >= 1 or -1 (all cores), got 0")
+    seed = check_int(rng, "rng", low=0)
+    streams = np.random.SeedSequence(seed).spawn(n_repeats)
+    pools = parallel_map(_truth_pools, [(config, fraction, ss) for ss in streams], n_jobs)
+    return pd.DataFrame([(rep, int(u), int(p)) for rep, (u, p) in enumerate(pools)],
+                        columns=["repeat", "uniform", "popularity"])
+
+
 def _truth_repeat(config: SimulationConfig, models, n_decoys: int, k: int, metrics, fraction: float, rep: int,
                   ss: np.random.SeedSequence, batch_size: int = 512) -> list:
     """One simulation of :func:`truth_experiment` from its own seed sequence ``ss`` (so its result
     does not depend on where or beside which other repeats it runs)."""
-    s_sim, s_split, s_dec, s_mod, s_tie = ss.spawn(5)
-    cfg = dataclasses.replace(config, seed=int(s_sim.generate_state(1)[0] % (2**31)))
-    sim = simulate(cfg)
-    g = gini(item_counts(sim.observed, cfg.n_items))
-    split = split_holdout(sim.observed, fraction, rng=np.random.default_rng(s_split))
+    sim, split, s_dec, s_mod, s_tie = _truth_data(config, fraction, ss)
+    g = gini(item_counts(sim.observed, config.n_items))
     d1, d2 = s_dec.spawn(2)
     csets = [draw_candidates(split, "full"),
              draw_candidates(split, "uniform", n_decoys, rng=np.random.default_rng(d1)),
