@@ -592,3 +592,24 @@ def test_truth_decoy_pools_are_the_largest_sizes_truth_experiment_accepts():
     assert truth_decoy_pools(cfg, fraction=0.2, n_repeats=2, rng=3, n_jobs=2).equals(pools)
     with pytest.raises(ValueError, match="n_repeats"):
         truth_decoy_pools(cfg, n_repeats=0)
+
+
+def test_replace_models_above_max_items_and_its_sentence():
+    """Models with dense item-item matrices are replaced above max_items (or beyond the memory budget); the
+    others are kept whatever N; the sentence names the bytes and the reason."""
+    from itemsampling.candidates import replace_models, replacement_text
+
+    models = ["ease", "als", "itemknn", "popular"]
+    assert replace_models(models, 1000, max_items=1000) == (models, {})
+    kept, swaps = replace_models(models, 1001, max_items=1000)
+    assert kept == ["userknn", "als", "popular"] and swaps == {"ease": "userknn", "itemknn": None}
+    assert replace_models(models, 1001) == (models, {})  # no max_items: only the memory budget counts
+    text = replacement_text(swaps, 1001, max_items=1000)
+    assert text.startswith("At this catalogue size (*N* = 1,001) ease needs 24 MB of dense *N* × *N* matrices, and "
+                           "*N* is above the 1,000 items up to which the chapters fit a model with dense item-item "
+                           "matrices (one such matrix is 8 MB there, and EASE inverts one), and is replaced by "
+                           "userknn; itemknn needs 32 MB")
+    assert text.endswith("and is left out (the rule of chapter 8's TORS-shaped catalogues).")
+    assert replacement_text({}, 1001, max_items=1000) == ""
+    with pytest.raises(ValueError, match="max_items"):
+        replace_models(models, 10, max_items=0)

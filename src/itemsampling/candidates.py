@@ -74,6 +74,8 @@ __all__ = [
     "make_recommender",
     "dense_matrix_bytes",
     "replace_models",
+    "DENSE_MAX_ITEMS",
+    "replacement_text",
     "evaluate_candidates",
     "decoy_experiment",
     "decoy_experiments",
@@ -364,15 +366,23 @@ def dense_matrix_bytes(name: str, n_items: int, specs=None) -> float:
     return getattr(_models, specs[name][0]).dense_item_bytes(n_items)
 
 
-def replace_models(models, n_items: int, specs=None, substitute: str = "userknn"):
+#: The largest catalogue on which chapters 8-11 fit a model with dense N x N item-item matrices
+#: (:func:`replace_models`): one such matrix is 3.2 GB at 20,000 items, ItemKNN holds four and EASE three
+#: and inverts one (:math:`O(N^3)`); above it they are replaced by a model without one.
+DENSE_MAX_ITEMS = 20_000
+
+
+def replace_models(models, n_items: int, specs=None, substitute: str = "userknn", max_items: int | None = None):
     """The models that fit the memory budget (:func:`itemsampling._validation.memory_limit`) at
     ``n_items`` items, the rule of chapter 8's TORS-shaped catalogues applied to a data folder:
-    a model whose dense item-item matrices (:func:`dense_matrix_bytes`) exceed the budget is
-    replaced by ``substitute`` (a model with no item-item matrix; default UserKNN), or left out when
-    ``substitute`` is already in the list. Returns ``(kept, swaps)``: the list in the given order
-    with the replacements in place, and ``{model: substitute or None}`` for the models replaced or
-    left out (empty when everything fits)."""
+    a model whose dense item-item matrices (:func:`dense_matrix_bytes`) exceed the budget, or, with
+    ``max_items`` (chapters 8-11 pass :data:`DENSE_MAX_ITEMS`), that has such matrices on more than
+    ``max_items`` items, is replaced by ``substitute`` (a model with no item-item matrix; default
+    UserKNN), or left out when ``substitute`` is already in the list. Returns ``(kept, swaps)``: the
+    list in the given order with the replacements in place, and ``{model: substitute or None}`` for
+    the models replaced or left out (empty when everything fits)."""
     specs = RECOMMENDERS if specs is None else specs
+    max_items = None if max_items is None else check_int(max_items, "max_items", low=1)
     models = [models] if isinstance(models, str) else list(models)
     if substitute not in specs:
         raise ValueError(f"substitute must be one of {sorted(specs)}, got {substitute!r}")
@@ -381,7 +391,8 @@ def replace_models(models, n_items: int, specs=None, substitute: str = "userknn"
     budget = memory_limit()
     kept, swaps = [], {}
     for m in models:
-        if dense_matrix_bytes(m, n_items, specs) <= budget:
+        need = dense_matrix_bytes(m, n_items, specs)
+        if need <= budget and (max_items is None or need == 0 or n_items <= max_items):
             kept.append(m)
         else:
             alt = substitute if substitute not in models and substitute not in kept else None
@@ -389,6 +400,25 @@ def replace_models(models, n_items: int, specs=None, substitute: str = "userknn"
             if alt:
                 kept.append(alt)
     return kept, swaps
+
+
+def replacement_text(swaps: dict, n_items: int, specs=None, max_items: int | None = None) -> str:
+    """The sentence a chapter prints for the ``swaps`` of :func:`replace_models` (same ``n_items``,
+    ``specs`` and ``max_items``): each model replaced or left out, the bytes of its dense matrices and
+    why (the memory budget, or a catalogue above ``max_items``); ``""`` when nothing was replaced."""
+    if not swaps:
+        return ""
+    N = check_int(n_items, "n_items", low=1)
+    budget = memory_limit()
+    parts = []
+    for m, alt in swaps.items():
+        need = dense_matrix_bytes(m, N, specs)
+        why = (f"more than the memory budget of {budget / 1e6:,.0f} MB" if need > budget or max_items is None else
+               f"and *N* is above the {max_items:,} items up to which the chapters fit a model with dense item-item "
+               f"matrices (one such matrix is {8.0 * max_items ** 2 / 1e6:,.0f} MB there, and EASE inverts one)")
+        parts.append(f"{m} needs {need / 1e6:,.0f} MB of dense *N* × *N* matrices, {why}, and is "
+                     + (f"replaced by {alt}" if alt else "left out"))
+    return f"At this catalogue size (*N* = {N:,}) " + "; ".join(parts) + " (the rule of chapter 8's TORS-shaped catalogues)."
 
 
 def make_recommender(name: str, truth: pd.DataFrame | None = None, rng=None):
