@@ -606,8 +606,9 @@ def test_replace_models_above_max_items_and_its_sentence():
     assert replace_models(models, 1001) == (models, {})  # no max_items: only the memory budget counts
     text = replacement_text(swaps, 1001, max_items=1000)
     assert text.startswith("At this catalogue size (*N* = 1,001) ease needs 24 MB of dense *N* × *N* matrices, and "
-                           "*N* is above the 1,000 items up to which the chapters fit a model with dense item-item "
-                           "matrices (one such matrix is 8 MB there, and EASE inverts one), and is replaced by "
+                           "*N* is above the 1,000 items (`dense_max_items`) up to which the chapters fit a model "
+                           "with dense item-item matrices (one such matrix is 8 MB there, and EASE inverts one), and "
+                           "is replaced by "
                            "userknn; itemknn needs 32 MB")
     assert text.endswith("and is left out (the rule of chapter 8's TORS-shaped catalogues).")
     assert replacement_text({}, 1001, max_items=1000) == ""

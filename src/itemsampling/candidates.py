@@ -414,11 +414,13 @@ def replacement_text(swaps: dict, n_items: int, specs=None, max_items: int | Non
     for m, alt in swaps.items():
         need = dense_matrix_bytes(m, N, specs)
         why = (f"more than the memory budget of {budget / 1e6:,.0f} MB" if need > budget or max_items is None else
-               f"and *N* is above the {max_items:,} items up to which the chapters fit a model with dense item-item "
-               f"matrices (one such matrix is {8.0 * max_items ** 2 / 1e6:,.0f} MB there, and EASE inverts one)")
+               f"and *N* is above the {max_items:,} items (`dense_max_items`) up to which the chapters fit a model "
+               f"with dense item-item matrices (one such matrix is {8.0 * max_items ** 2 / 1e6:,.0f} MB there, and "
+               "EASE inverts one)")
         parts.append(f"{m} needs {need / 1e6:,.0f} MB of dense *N* × *N* matrices, {why}, and is "
                      + (f"replaced by {alt}" if alt else "left out"))
-    return f"At this catalogue size (*N* = {N:,}) " + "; ".join(parts) + " (the rule of chapter 8's TORS-shaped catalogues)."
+    return (f"At this catalogue size (*N* = {N:,}) " + "; ".join(parts)
+            + " (the rule of chapter 8's TORS-shaped catalogues).")
 
 
 def make_recommender(name: str, truth: pd.DataFrame | None = None, rng=None):
