@@ -614,3 +614,19 @@ def test_replace_models_above_max_items_and_its_sentence():
     assert replacement_text({}, 1001, max_items=1000) == ""
     with pytest.raises(ValueError, match="max_items"):
         replace_models(models, 10, max_items=0)
+
+
+def test_truth_repeats_rule():
+    """100 simulations unless item-kNN (dense N x N matrices) runs on more than 7,000 items; then 100 (7,000/N)^2,
+    rounded up, at least 20."""
+    from itemsampling.candidates import truth_repeats_rule
+
+    five = ["random", "popular", "itemknn", "als", "oracle"]
+    assert truth_repeats_rule(3706, five) == truth_repeats_rule(7000, five) == 100
+    assert truth_repeats_rule(16_980, five, repeats=10) == 10  # never more than asked
+    assert truth_repeats_rule(9000, five) == 61  # ceil(60.49)
+    assert truth_repeats_rule(16_980, five) == 20  # ceil(17.0) raised to 20
+    assert truth_repeats_rule(16_980, ["random", "popular", "userknn", "als", "oracle"]) == 100  # no dense model
+    assert truth_repeats_rule(9000, five, repeats=30) == 20 and truth_repeats_rule(9000, "ease") == 61
+    with pytest.raises(ValueError, match="model"):
+        truth_repeats_rule(9000, ["nope"])

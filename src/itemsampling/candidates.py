@@ -81,6 +81,7 @@ __all__ = [
     "decoy_experiments",
     "truth_experiment",
     "truth_decoy_pools",
+    "truth_repeats_rule",
     "weighted_coverage",
     "CoverageStudy",
     "COVERAGE_COLUMNS",
@@ -779,6 +780,30 @@ def _truth_repeat(config: SimulationConfig, models, n_decoys: int, k: int, metri
             mt = float(truth_vals[row.metric])
             out.append((rep, name, row.candidates, row.strategy, row.metric, row.value, mt, row.value - mt, g))
     return out
+
+
+#: The catalogue size up to which chapter 10 runs its default number of simulations (:func:`truth_repeats_rule`).
+TRUTH_REFERENCE_ITEMS = 7_000
+
+
+def truth_repeats_rule(n_items: int, models, repeats: int = 100, reference: int = TRUTH_REFERENCE_ITEMS,
+                       least: int = 20) -> int:
+    r"""Chapter 10's number of simulations of :func:`truth_experiment` on a catalogue of :math:`N` items
+    with ``models``: ``repeats`` when no model has dense item-item matrices (:func:`dense_matrix_bytes`)
+    or :math:`N \le` ``reference``, else :math:`\lceil \mathrm{repeats}\,(\mathrm{reference}/N)^2\rceil`,
+    at least ``least``. A model with dense :math:`N\times N` matrices (item-kNN) dominates a simulation's
+    cost, which grows at least as :math:`N^2` (on 2 cores, 400 users: item-kNN 20 s a simulation at
+    :math:`N` = 16,980, the other models about 1 s each); ``least`` keeps enough simulations for the
+    chapter's :math:`t` intervals and paired tests."""
+    N = check_int(n_items, "n_items", low=1)
+    repeats = check_int(repeats, "repeats", low=2)
+    reference = check_int(reference, "reference", low=1)
+    least = check_int(least, "least", low=2)
+    models = [models] if isinstance(models, str) else list(models)
+    dense = any(m != "oracle" and dense_matrix_bytes(m, N) > 0 for m in models)
+    if not dense or N <= reference:
+        return repeats
+    return int(min(repeats, max(least, int(np.ceil(repeats * (reference / N) ** 2)))))
 
 
 def truth_experiment(config: SimulationConfig, models=("random", "popular", "itemknn", "als", "oracle"),
