@@ -368,9 +368,11 @@ def dense_matrix_bytes(name: str, n_items: int, specs=None) -> float:
 
 
 #: The largest catalogue on which chapters 8-11 fit a model with dense N x N item-item matrices
-#: (:func:`replace_models`): one such matrix is 3.2 GB at 20,000 items, ItemKNN holds four and EASE three
-#: and inverts one (:math:`O(N^3)`); above it they are replaced by a model without one.
-DENSE_MAX_ITEMS = 20_000
+#: (:func:`replace_models`): one such matrix is 800 MB at 10,000 items, ItemKNN holds four and EASE three and
+#: inverts one (:math:`O(N^3)`), and the chapters fit two at once in worker processes; measured on CiteULike-a's
+#: 16,980 items, one item-kNN fit took 20 s and 8.7 GB, and two at once exhausted a 23 GB machine. Above it they
+#: are replaced by a model without one.
+DENSE_MAX_ITEMS = 10_000
 
 
 def replace_models(models, n_items: int, specs=None, substitute: str = "userknn", max_items: int | None = None):
