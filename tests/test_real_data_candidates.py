@@ -184,3 +184,23 @@ def test_chapter_11_drops_the_users_leave_last_out_cannot_split(tmp_path):
     assert "glue:" not in prose
     assert ("7 of the 120 users in the data have a single interaction, which leave-last-out cannot split into a "
             "training and a held-out item, so they are left out: the evaluation below has 113 users.") in prose
+
+
+def test_chapter_11_samples_the_evaluated_users_to_fit_the_memory_budget(tmp_path, monkeypatch):
+    """Every model's two M x N masks and a coverage repeat's copies, (2 x models + 4) M N bytes, must fit a quarter
+    of the memory budget: with 1,500 users and a 60 MB budget they do not, so the chapter evaluates a uniform random
+    sample of the largest size that fits, and says so."""
+    path = write_movielens(tmp_path / "ml-data", "u.data", n_users=1500, n_items=2000)
+    inter = load_interactions(str(path))
+    N = inter.attrs["n_items"]
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(60_000_000))
+    out = run_notebook(NB11, {**P11, "dataset": str(path)}, tmp_path / "out", progress=False, html=True)
+    res = out["results"]
+    models = res["ch11_models"]
+    assert models == ["popular", "userknn"]  # ItemKNN's dense matrices exceed the budget at this N
+    m_fit = 15_000_000 // ((2 * len(models) + 4) * N)
+    assert 10 <= m_fit < 1500
+    assert res["ch11_users_evaluated"] == [m_fit, 1500] and res["ch11_cov_users"] == m_fit
+    prose = rendered_prose(tmp_path / "out" / out["html"])
+    assert "for all 1,500 test users here, more than a quarter of the memory budget (0.1 GB)" in prose
+    assert f"so it evaluates a uniform random sample of {m_fit:,} of them" in prose
