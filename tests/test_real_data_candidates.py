@@ -141,7 +141,8 @@ def test_chapter_10_caps_the_truth_decoys_at_the_positive_popularity_pool(tmp_pa
     CiteULike-a); the chapter caps the size at the smallest such pool and says so. Users with a single interaction
     are left out, and the page says how many."""
     path = _sparse_table(tmp_path / "data" / "log.csv")
-    params = {**{k: v for k, v in P10.items() if k != "truth_decoys"}, "dataset": str(path), "truth_users": 30}
+    params = {**{k: v for k, v in P10.items() if k != "truth_decoys"}, "dataset": str(path), "truth_users": 30,
+              "models": ["random", "popular", "itemknn", "userknn"], "dense_max_items": 100}
     out = run_notebook(NB10, params, tmp_path / "out", progress=False, html=True)
     res = out["results"]
     inter = load_interactions(str(path))
@@ -165,6 +166,15 @@ def test_chapter_10_caps_the_truth_decoys_at_the_positive_popularity_pool(tmp_pa
             f"popularity; with 30 simulated users many of the {N:,} items have none, so the smallest such pool (over "
             f"the users and the 2 simulations) holds {pools['popularity']:,} items") in prose
     assert f"; every simulation therefore draws {pools['popularity']:,}." in prose
+    # above dense_max_items item-kNN is replaced by UserKNN where UserKNN does not run already, else left out
+    assert res["ch10_truth_model_replacements"] == {"itemknn": "userknn"}
+    assert res["ch10_replacement_text"] == (
+        f"At this catalogue size (*N* = {N:,}) itemknn needs {32 * N ** 2 / 1e6:,.0f} MB of dense *N* × *N* matrices, "
+        "and *N* is above the 100 items (`dense_max_items`) up to which the chapters fit a model with dense item-item "
+        "matrices (one such matrix is 0 MB there, and EASE inverts one), and is replaced by userknn in the "
+        "popularity dial (b), and left out of Figures 10.2-10.3 (where userknn already runs) (the rule of chapter 8's "
+        "TORS-shaped catalogues).")
+    assert "and is replaced by userknn in the popularity dial (b), and left out of Figures 10.2-10.3" in prose
 
 
 def test_chapter_11_drops_the_users_leave_last_out_cannot_split(tmp_path):
