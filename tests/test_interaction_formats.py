@@ -260,3 +260,21 @@ def test_drop_short_users_keeps_ids_attrs_and_split_flags():
         drop_short_users(df, 0)
     with pytest.raises(ValueError, match="interactions"):
         drop_short_users(df[["item"]], 2)
+
+
+def test_sample_users_keeps_whole_users():
+    from itemsampling.data import sample_users
+
+    df = pd.DataFrame({"user": [0, 0, 2, 3, 3, 3, 5], "item": [1, 2, 1, 0, 1, 2, 4]})
+    df.attrs.update({"n_users": 7, "n_items": 6, "held_out": np.array([0, 1, 0, 0, 0, 1, 0], dtype=bool)})
+    out = sample_users(df, 2, rng=0)
+    users = sorted(set(out["user"]))
+    assert len(users) == 2 and set(users) <= {0, 2, 3, 5}
+    assert len(out) == int(df["user"].isin(users).sum())  # every row of a chosen user, none of the others
+    assert out.attrs["held_out"].tolist() == df.attrs["held_out"][df["user"].isin(users).to_numpy()].tolist()
+    assert out.attrs["n_users"] == 7 and out.attrs["n_items"] == 6
+    assert sample_users(df, 4) is df and sample_users(df, 10) is df
+    again = sample_users(df, 2, rng=0)
+    assert again["user"].tolist() == out["user"].tolist()  # reproducible from rng
+    with pytest.raises(ValueError, match="n_users"):
+        sample_users(df, 0)

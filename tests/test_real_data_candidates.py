@@ -142,7 +142,7 @@ def test_chapter_10_caps_the_truth_decoys_at_the_positive_popularity_pool(tmp_pa
     are left out, and the page says how many."""
     path = _sparse_table(tmp_path / "data" / "log.csv")
     params = {**{k: v for k, v in P10.items() if k != "truth_decoys"}, "dataset": str(path), "truth_users": 30,
-              "models": ["random", "popular", "itemknn", "userknn"], "dense_max_items": 100}
+              "models": ["random", "popular", "itemknn", "userknn"], "dense_max_items": 100, "max_cells": 120_000}
     out = run_notebook(NB10, params, tmp_path / "out", progress=False, html=True)
     res = out["results"]
     inter = load_interactions(str(path))
@@ -150,7 +150,9 @@ def test_chapter_10_caps_the_truth_decoys_at_the_positive_popularity_pool(tmp_pa
     counts = np.bincount(inter["user"].to_numpy())
     singles = int(np.sum(counts == 1))
     assert singles == 6
-    assert res["ch10_dropped_users"] == singles and res["ch10_M"] == inter["user"].nunique() - singles
+    assert res["ch10_dropped_users"] == singles
+    # 144 users x N items exceed max_cells: a uniform random sample of max_cells // N users runs
+    assert 144 * N > 120_000 and res["ch10_sampled_users"] == [120_000 // N, 144] == [res["ch10_M"], 144]
     asked = int(round(1000 * N / 3706))
     pools = res["ch10_truth_pool_min"]
     assert res["ch10_truth_decoys_asked"] == asked
@@ -160,7 +162,10 @@ def test_chapter_10_caps_the_truth_decoys_at_the_positive_popularity_pool(tmp_pa
     assert "glue:" not in prose
     assert (f"{singles:,} of the {inter['user'].nunique():,} users in the data have a single interaction, which no "
             f"split can divide into a training and a held-out part, so they are left out: the chapter runs on the "
-            f"other {res['ch10_M']:,}.") in prose
+            "other 144.") in prose
+    assert (f"Every model scores and ranks the 144 × {N:,} user-item matrix for every candidate set and repeat, "
+            f"{144 * N / 1e9:,.2f} billion cells, above max_cells = 120,000, so the chapter runs on a uniform random "
+            f"sample of {120_000 // N:,} of these users") in prose
     assert (f"This is fewer than the {asked:,} the size rule gives: a decoy size must fit the pool of every test "
             "user in every simulation, and the popularity-weighted draw can only pick items of positive training "
             f"popularity; with 30 simulated users many of the {N:,} items have none, so the smallest such pool (over "
