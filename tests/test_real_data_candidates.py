@@ -185,20 +185,26 @@ def test_chapter_10_caps_the_truth_decoys_at_the_positive_popularity_pool(tmp_pa
 def test_chapter_11_drops_the_users_leave_last_out_cannot_split(tmp_path):
     """A table with users of a single interaction (Yelp's shape): leave-last-out needs two per user, so the chapter
     leaves them out before the split, and the page says how many."""
-    path = _sparse_table(tmp_path / "data" / "log.csv", n_users=120, n_items=400, singles=7, seed=1)
-    out = run_notebook(NB11, {**P11, "dataset": str(path)}, tmp_path / "out", progress=False, html=True)
-    res = out["results"]
+    path = _sparse_table(tmp_path / "data" / "log.csv", n_users=300, n_items=400, singles=7, seed=1)
     inter = load_interactions(str(path))
+    N = inter.attrs["n_items"]
+    out = run_notebook(NB11, {**P11, "dataset": str(path), "max_cells": 250 * N}, tmp_path / "out", progress=False,
+                       html=True)
+    res = out["results"]
     counts = np.bincount(inter["user"].to_numpy())
     assert int(np.sum(counts == 1)) == 7 == res["ch11_dropped_users"]
     kept, n_dropped = drop_short_users(inter, 2)
     assert n_dropped == 7 and len(kept) == len(inter) - 7
     _, test = leave_last_out(kept, rng=np.random.default_rng([P11["seed"], 1]))
-    assert len(test) == 113 == res["ch11_cov_users"]
+    assert len(test) == 293
+    # 293 test users x N items exceed max_cells = 250 N: a uniform random sample of 250 users is evaluated
+    assert res["ch11_users_evaluated"] == [250, 293] and res["ch11_cov_users"] == 250
     prose = rendered_prose(tmp_path / "out" / out["html"])
     assert "glue:" not in prose
-    assert ("7 of the 120 users in the data have a single interaction, which leave-last-out cannot split into a "
-            "training and a held-out item, so they are left out: the evaluation below has 113 users.") in prose
+    assert ("7 of the 300 users in the data have a single interaction, which leave-last-out cannot split into a "
+            "training and a held-out item, so they are left out: the evaluation below has 293 users.") in prose
+    assert (f"293 × {N:,} = {293 * N / 1e9:,.2f} billion cells for all test users here, above max_cells = "
+            f"{250 * N:,}, so it evaluates a uniform random sample of 250 of them") in prose
 
 
 def test_chapter_11_samples_the_evaluated_users_to_fit_the_memory_budget(tmp_path, monkeypatch):
@@ -217,5 +223,6 @@ def test_chapter_11_samples_the_evaluated_users_to_fit_the_memory_budget(tmp_pat
     assert 10 <= m_fit < 1500
     assert res["ch11_users_evaluated"] == [m_fit, 1500] and res["ch11_cov_users"] == m_fit
     prose = rendered_prose(tmp_path / "out" / out["html"])
-    assert "for all 1,500 test users here, more than a quarter of the memory budget (0.1 GB)" in prose
+    assert ("for all 1,500 test users here with the copies of a coverage repeat, more than a quarter of the memory budget "
+            "(0.1 GB)") in prose
     assert f"so it evaluates a uniform random sample of {m_fit:,} of them" in prose
