@@ -10,7 +10,8 @@ from scipy import stats
 from itemsampling.candidates import (CandidateSets, decoy_experiment, draw_candidates, draw_decoys,
                                      evaluate_candidates, gini_sweep, item_popularity, make_recommender, max_decoys,
                                      popularity_prone, popularity_ranks, popularity_score,
-                                     split_holdout, target_ranks, truth_experiment)
+                                     split_holdout, target_ranks, truth_decoy_pools,
+                                     truth_experiment)
 from itemsampling.data import SimulationConfig, simulate
 from itemsampling.metrics import evaluate
 from itemsampling.models import BPR, EASE, Popular, Random
@@ -577,3 +578,61 @@ def test_decoy_experiments_are_the_same_runs_in_workers():
         decoy_experiments(sim.observed, [3], rng=1, **kw)
     with pytest.raises(ValueError, match="^rngs must be"):
         decoy_experiments(sim.observed, [-1], **kw)
+
+
+def test_truth_decoy_pools_are_the_largest_sizes_truth_experiment_accepts():
+    """Each repeat's pools are those of truth_experiment's own simulation and split (same config, fraction and
+    seed): its smaller pool runs, one decoy more is refused, naming the popularity pool when that is the smaller."""
+    cfg = SimulationConfig(n_users=25, n_items=600, true_profile_mean=60, profile_median=8, seed=5)
+    pools = truth_decoy_pools(cfg, fraction=0.2, n_repeats=2, rng=3)
+    assert list(pools.columns) == ["repeat", "uniform", "popularity"] and pools["repeat"].tolist() == [0, 1]
+    assert (pools["popularity"] < pools["uniform"]).all()  # 25 users leave many items without training popularity
+    assert (pools["uniform"] < 600).all() and (pools["popularity"] >= 1).all()
+    smallest = int(pools["popularity"].min())
+    kw = dict(models=("popular",), k=5, metrics=("ndcg",), fraction=0.2, n_repeats=2, rng=3)
+    df = truth_experiment(cfg, n_decoys=smallest, **kw)
+    assert set(df["candidates"]) == {"full", f"uniform {smallest}", f"popularity {smallest}"}
+    with pytest.raises(ValueError, match=f"n_decoys must be <= {smallest}, .*positive popularity"):
+        truth_experiment(cfg, n_decoys=smallest + 1, **kw)
+    # the same pools in worker processes
+    assert truth_decoy_pools(cfg, fraction=0.2, n_repeats=2, rng=3, n_jobs=2).equals(pools)
+    with pytest.raises(ValueError, match="n_repeats"):
+        truth_decoy_pools(cfg, n_repeats=0)
+
+
+def test_replace_models_above_max_items_and_its_sentence():
+    """Models with dense item-item matrices are replaced above max_items (or beyond the memory budget); the
+    others are kept whatever N; the sentence names the bytes and the reason."""
+    from itemsampling.candidates import replace_models, replacement_text
+
+    models = ["ease", "als", "itemknn", "popular"]
+    assert replace_models(models, 1000, max_items=1000) == (models, {})
+    kept, swaps = replace_models(models, 1001, max_items=1000)
+    assert kept == ["userknn", "als", "popular"] and swaps == {"ease": "userknn", "itemknn": None}
+    assert replace_models(models, 1001) == (models, {})  # no max_items: only the memory budget counts
+    text = replacement_text(swaps, 1001, max_items=1000)
+    assert text.startswith("At this catalogue size (*N* = 1,001) ease needs 24 MB of dense *N* × *N* matrices, and "
+                           "*N* is above the 1,000 items (`dense_max_items`) up to which the chapters fit a model "
+                           "with dense item-item matrices (one such matrix is 8 MB there, and EASE inverts one), and "
+                           "is replaced by "
+                           "userknn; itemknn needs 32 MB")
+    assert text.endswith("and is left out (the rule of chapter 8's TORS-shaped catalogues).")
+    assert replacement_text({}, 1001, max_items=1000) == ""
+    with pytest.raises(ValueError, match="max_items"):
+        replace_models(models, 10, max_items=0)
+
+
+def test_truth_repeats_rule():
+    """100 simulations unless item-kNN (dense N x N matrices) runs on more than 7,000 items; then 100 (7,000/N)^2,
+    rounded up, at least 20."""
+    from itemsampling.candidates import truth_repeats_rule
+
+    five = ["random", "popular", "itemknn", "als", "oracle"]
+    assert truth_repeats_rule(3706, five) == truth_repeats_rule(7000, five) == 100
+    assert truth_repeats_rule(16_980, five, repeats=10) == 10  # never more than asked
+    assert truth_repeats_rule(9000, five) == 61  # ceil(60.49)
+    assert truth_repeats_rule(16_980, five) == 20  # ceil(17.0) raised to 20
+    assert truth_repeats_rule(16_980, ["random", "popular", "userknn", "als", "oracle"]) == 100  # no dense model
+    assert truth_repeats_rule(9000, five, repeats=30) == 20 and truth_repeats_rule(9000, "ease") == 61
+    with pytest.raises(ValueError, match="model"):
+        truth_repeats_rule(9000, ["nope"])

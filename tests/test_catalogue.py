@@ -276,3 +276,15 @@ def test_estimate_draws_is_the_straightforward_loop():
         C.estimate_draws(draws, N, ks, metrics, methods, n_jobs=0)
     with pytest.raises(ValueError, match="must not be empty"):
         C.estimate_draws(draws, N, ks, [], methods)
+
+
+def test_repeats_rule():
+    """TORS's 100 repeats up to N = 12,000, then 100 (12,000/N)^2 rounded up, at least 30."""
+    assert C.repeats_rule(3706) == C.repeats_rule(12_000) == 100
+    assert C.repeats_rule(12_001) == 100  # ceil(99.98...)
+    assert C.repeats_rule(16_980) == 50  # CiteULike-a: ceil(49.94)
+    assert C.repeats_rule(14_284) == 71  # Yelp: ceil(70.57)
+    assert C.repeats_rule(24_915) == 30  # Amazon-book: ceil(23.2) raised to the floor of 30
+    assert C.repeats_rule(16_980, repeats=20) == 20  # never more than asked
+    with pytest.raises(ValueError, match="n_items"):
+        C.repeats_rule(1)

@@ -239,3 +239,42 @@ def test_headerless_rows_told_from_user_lines(tmp_path):
     assert detect_format(tmp_path / "b.txt")[0] == "table"
     df = load_interactions(tmp_path / "b.txt")
     assert (df.attrs["n_users"], df.attrs["n_items"], df.rating.tolist()) == (15, 30, [5.0] * 30)
+
+
+def test_drop_short_users_keeps_ids_attrs_and_split_flags():
+    from itemsampling.data import drop_short_users
+
+    df = pd.DataFrame({"user": [0, 0, 2, 3, 3, 3, 5], "item": [1, 2, 1, 0, 1, 2, 4]})
+    df.attrs.update({"n_users": 7, "n_items": 6, "name": "x",
+                     "held_out": np.array([0, 1, 0, 0, 0, 1, 0], dtype=bool)})
+    out, dropped = drop_short_users(df, 2)
+    assert dropped == 2  # users 2 and 5; user 1, 4 and 6 have no row and do not count
+    assert out["user"].tolist() == [0, 0, 3, 3, 3] and out["item"].tolist() == [1, 2, 0, 1, 2]
+    assert out.attrs["n_users"] == 7 and out.attrs["n_items"] == 6 and out.attrs["name"] == "x"
+    assert out.attrs["held_out"].tolist() == [False, True, False, False, True]
+    assert df.attrs["held_out"].size == 7  # the input is left as it was
+    same, none = drop_short_users(out, 2)
+    assert none == 0 and same is out
+    assert drop_short_users(df, 3)[0]["user"].tolist() == [3, 3, 3]
+    with pytest.raises(ValueError, match="min_interactions"):
+        drop_short_users(df, 0)
+    with pytest.raises(ValueError, match="interactions"):
+        drop_short_users(df[["item"]], 2)
+
+
+def test_sample_users_keeps_whole_users():
+    from itemsampling.data import sample_users
+
+    df = pd.DataFrame({"user": [0, 0, 2, 3, 3, 3, 5], "item": [1, 2, 1, 0, 1, 2, 4]})
+    df.attrs.update({"n_users": 7, "n_items": 6, "held_out": np.array([0, 1, 0, 0, 0, 1, 0], dtype=bool)})
+    out = sample_users(df, 2, rng=0)
+    users = sorted(set(out["user"]))
+    assert len(users) == 2 and set(users) <= {0, 2, 3, 5}
+    assert len(out) == int(df["user"].isin(users).sum())  # every row of a chosen user, none of the others
+    assert out.attrs["held_out"].tolist() == df.attrs["held_out"][df["user"].isin(users).to_numpy()].tolist()
+    assert out.attrs["n_users"] == 7 and out.attrs["n_items"] == 6
+    assert sample_users(df, 4) is df and sample_users(df, 10) is df
+    again = sample_users(df, 2, rng=0)
+    assert again["user"].tolist() == out["user"].tolist()  # reproducible from rng
+    with pytest.raises(ValueError, match="n_users"):
+        sample_users(df, 0)

@@ -90,3 +90,23 @@ def test_chapter_9_runs_on_the_folder(runs):
         assert res["ch09_table_recall10"][m] == pytest.approx(np.mean(gr[m] <= 10), rel=1e-12)
     assert res["ch09_boot_truth"] == pytest.approx(np.mean(gr["ease"] <= 10), rel=1e-12)
     assert "TORS print no rows" in res["ch09_table_source_text"]
+
+
+def test_chapter_8_replaces_dense_item_models_above_dense_max_items(tmp_path, monkeypatch):
+    """Above `dense_max_items` items EASE (three dense N x N matrices) is replaced by UserKNN, and the page says so;
+    the repeats rule keeps TORS's 100 on this small catalogue, and the page says this run sets its own."""
+    folder = _folder(tmp_path, "movielens")
+    monkeypatch.setenv("ITEMSAMPLING_CACHE", str(tmp_path / "cache"))
+    out = run_notebook(ROOT / "08-adaptive-sampling.md", {**CH08, "dataset": str(folder), "dense_max_items": 100},
+                       tmp_path / "08", progress=False)
+    res = out["results"]
+    N = load_global_ranks(str(folder), ["popular"], rng=1, progress=False).n_items
+    assert N > 100
+    assert res["ch08_model_replacements"] == {"ease": "userknn"} and res["ch08_models"] == ["userknn", "popular"]
+    assert res["ch08_model_replacement_text"].startswith(
+        f"At this catalogue size (*N* = {N:,}) ease needs {24 * N ** 2 / 1e6:,.0f} MB of dense *N* × *N* matrices, "
+        "and *N* is above the 100 items (`dense_max_items`)")
+    assert res["ch08_model_replacement_text"].endswith("and is replaced by userknn (the rule of chapter 8's "
+                                                       "TORS-shaped catalogues).")
+    assert res["ch08_rule_repeats"] == 100 and res["ch08_n_repeats"] == 2
+    assert res["ch08_repeats_rule_text"].endswith("This run sets its own, 2.")

@@ -7,12 +7,13 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from movielens_folder import write_movielens, write_ncf
 from rendered import rendered_prose
 
 from itemsampling.candidates import make_recommender, rank_masks
-from itemsampling.data import gini, item_counts, leave_last_out
+from itemsampling.data import drop_short_users, gini, item_counts, leave_last_out
 from itemsampling.experiments import describe_dataset, load_interactions
 from itemsampling.metrics import evaluate
 from itemsampling.run import run_notebook
@@ -116,3 +117,112 @@ def test_chapter_11_on_a_movielens_folder_replaces_a_model_beyond_the_memory_bud
     res, prose = _check_chapter_11(out, path, tmp_path, ["popular", "userknn"])
     assert res["ch11_model_replacements"] == {"itemknn": "userknn"}
     assert f"itemknn needs {32 * N ** 2 / 1e6:,.0f} MB of dense" in prose and "replaced by userknn" in prose
+
+
+def _sparse_table(path: Path, n_users: int = 150, n_items: int = 3000, singles: int = 6, seed: int = 0) -> Path:
+    """A ``user,item`` CSV of ``n_users`` users, the first ``singles`` with a single interaction and the others with
+    5-24 items drawn with Zipf-like popularity from a long catalogue: a simulation calibrated to it (Figure 10.4)
+    with few users leaves many of its items without a training interaction, the shape of CiteULike-a."""
+    g = np.random.default_rng(seed)
+    pop = 1.0 / np.arange(1, n_items + 1) ** 0.5
+    pop /= pop.sum()
+    rows = []
+    for u in range(n_users):
+        k = 1 if u < singles else int(g.integers(5, 25))
+        rows += [(u, int(i)) for i in g.choice(n_items, size=k, replace=False, p=pop)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=["user", "item"]).to_csv(path, index=False)
+    return path
+
+
+def test_chapter_10_caps_the_truth_decoys_at_the_positive_popularity_pool(tmp_path):
+    """At the rule's decoy size (1,000 per 3,706 items of the data's catalogue) the popularity-weighted draw of a
+    30-user simulation has fewer items of positive training popularity than decoys (the failure of chapter 10 on
+    CiteULike-a); the chapter caps the size at the smallest such pool and says so. Users with a single interaction
+    are left out, and the page says how many."""
+    path = _sparse_table(tmp_path / "data" / "log.csv")
+    params = {**{k: v for k, v in P10.items() if k != "truth_decoys"}, "dataset": str(path), "truth_users": 30,
+              "models": ["random", "popular", "itemknn", "userknn"], "dense_max_items": 100, "max_cells": 120_000}
+    out = run_notebook(NB10, params, tmp_path / "out", progress=False, html=True)
+    res = out["results"]
+    inter = load_interactions(str(path))
+    N = inter.attrs["n_items"]
+    counts = np.bincount(inter["user"].to_numpy())
+    singles = int(np.sum(counts == 1))
+    assert singles == 6
+    assert res["ch10_dropped_users"] == singles
+    # 144 users x N items exceed max_cells: a uniform random sample of max_cells // N users runs
+    assert 144 * N > 120_000 and res["ch10_sampled_users"] == [120_000 // N, 144] == [res["ch10_M"], 144]
+    asked = int(round(1000 * N / 3706))
+    pools = res["ch10_truth_pool_min"]
+    assert res["ch10_truth_decoys_asked"] == asked
+    assert pools["popularity"] < asked  # the failure shape: the scaled size does not fit the popular pool
+    assert res["ch10_truth_decoys"] == min(pools["uniform"], pools["popularity"]) == pools["popularity"]
+    prose = rendered_prose(tmp_path / "out" / out["html"])
+    assert "glue:" not in prose
+    assert (f"{singles:,} of the {inter['user'].nunique():,} users in the data have a single interaction, which no "
+            f"split can divide into a training and a held-out part, so they are left out: the chapter runs on the "
+            "other 144.") in prose
+    assert (f"Every model scores and ranks the 144 × {N:,} user-item matrix for every candidate set and repeat, "
+            f"{144 * N / 1e9:,.2f} billion cells, above max_cells = 120,000, so the chapter runs on a uniform random "
+            f"sample of {120_000 // N:,} of these users") in prose
+    assert (f"This is fewer than the {asked:,} the size rule gives: a decoy size must fit the pool of every test "
+            "user in every simulation, and the popularity-weighted draw can only pick items of positive training "
+            f"popularity; with 30 simulated users many of the {N:,} items have none, so the smallest such pool (over "
+            f"the users and the 2 simulations) holds {pools['popularity']:,} items") in prose
+    assert f"; every simulation therefore draws {pools['popularity']:,}." in prose
+    # above dense_max_items item-kNN is replaced by UserKNN where UserKNN does not run already, else left out
+    assert res["ch10_truth_model_replacements"] == {"itemknn": "userknn"}
+    assert res["ch10_replacement_text"] == (
+        f"At this catalogue size (*N* = {N:,}) itemknn needs {32 * N ** 2 / 1e6:,.0f} MB of dense *N* × *N* matrices, "
+        "and *N* is above the 100 items (`dense_max_items`) up to which the chapters fit a model with dense item-item "
+        "matrices (one such matrix is 0 MB there, and EASE inverts one), and is replaced by userknn in the "
+        "popularity dial (b), and left out of Figures 10.2-10.3 (where userknn already runs) (the rule of chapter 8's "
+        "TORS-shaped catalogues).")
+    assert "and is replaced by userknn in the popularity dial (b), and left out of Figures 10.2-10.3" in prose
+
+
+def test_chapter_11_drops_the_users_leave_last_out_cannot_split(tmp_path):
+    """A table with users of a single interaction (Yelp's shape): leave-last-out needs two per user, so the chapter
+    leaves them out before the split, and the page says how many."""
+    path = _sparse_table(tmp_path / "data" / "log.csv", n_users=300, n_items=400, singles=7, seed=1)
+    inter = load_interactions(str(path))
+    N = inter.attrs["n_items"]
+    out = run_notebook(NB11, {**P11, "dataset": str(path), "max_cells": 250 * N}, tmp_path / "out", progress=False,
+                       html=True)
+    res = out["results"]
+    counts = np.bincount(inter["user"].to_numpy())
+    assert int(np.sum(counts == 1)) == 7 == res["ch11_dropped_users"]
+    kept, n_dropped = drop_short_users(inter, 2)
+    assert n_dropped == 7 and len(kept) == len(inter) - 7
+    _, test = leave_last_out(kept, rng=np.random.default_rng([P11["seed"], 1]))
+    assert len(test) == 293
+    # 293 test users x N items exceed max_cells = 250 N: a uniform random sample of 250 users is evaluated
+    assert res["ch11_users_evaluated"] == [250, 293] and res["ch11_cov_users"] == 250
+    prose = rendered_prose(tmp_path / "out" / out["html"])
+    assert "glue:" not in prose
+    assert ("7 of the 300 users in the data have a single interaction, which leave-last-out cannot split into a "
+            "training and a held-out item, so they are left out: the evaluation below has 293 users.") in prose
+    assert (f"293 × {N:,} = {293 * N / 1e9:,.2f} billion cells for all test users here, above max_cells = "
+            f"{250 * N:,}, so it evaluates a uniform random sample of 250 of them") in prose
+
+
+def test_chapter_11_samples_the_evaluated_users_to_fit_the_memory_budget(tmp_path, monkeypatch):
+    """Every model's two M x N masks and a coverage repeat's copies, (2 x models + 4) M N bytes, must fit a quarter
+    of the memory budget: with 1,500 users and a 60 MB budget they do not, so the chapter evaluates a uniform random
+    sample of the largest size that fits, and says so."""
+    path = write_movielens(tmp_path / "ml-data", "u.data", n_users=1500, n_items=2000)
+    inter = load_interactions(str(path))
+    N = inter.attrs["n_items"]
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(60_000_000))
+    out = run_notebook(NB11, {**P11, "dataset": str(path)}, tmp_path / "out", progress=False, html=True)
+    res = out["results"]
+    models = res["ch11_models"]
+    assert models == ["popular", "userknn"]  # ItemKNN's dense matrices exceed the budget at this N
+    m_fit = 15_000_000 // ((2 * len(models) + 4) * N)
+    assert 10 <= m_fit < 1500
+    assert res["ch11_users_evaluated"] == [m_fit, 1500] and res["ch11_cov_users"] == m_fit
+    prose = rendered_prose(tmp_path / "out" / out["html"])
+    assert ("for all 1,500 test users here with the copies of a coverage repeat, more than a quarter of the memory budget "
+            "(0.1 GB)") in prose
+    assert f"so it evaluates a uniform random sample of {m_fit:,} of them" in prose

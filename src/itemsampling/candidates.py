@@ -74,10 +74,14 @@ __all__ = [
     "make_recommender",
     "dense_matrix_bytes",
     "replace_models",
+    "DENSE_MAX_ITEMS",
+    "replacement_text",
     "evaluate_candidates",
     "decoy_experiment",
     "decoy_experiments",
     "truth_experiment",
+    "truth_decoy_pools",
+    "truth_repeats_rule",
     "weighted_coverage",
     "CoverageStudy",
     "COVERAGE_COLUMNS",
@@ -363,15 +367,25 @@ def dense_matrix_bytes(name: str, n_items: int, specs=None) -> float:
     return getattr(_models, specs[name][0]).dense_item_bytes(n_items)
 
 
-def replace_models(models, n_items: int, specs=None, substitute: str = "userknn"):
+#: The largest catalogue on which chapters 8-11 fit a model with dense N x N item-item matrices
+#: (:func:`replace_models`): one such matrix is 800 MB at 10,000 items, ItemKNN holds four and EASE three and
+#: inverts one (:math:`O(N^3)`), and the chapters fit two at once in worker processes; measured on CiteULike-a's
+#: 16,980 items, one item-kNN fit took 20 s and 8.7 GB, and two at once exhausted a 23 GB machine. Above it they
+#: are replaced by a model without one.
+DENSE_MAX_ITEMS = 10_000
+
+
+def replace_models(models, n_items: int, specs=None, substitute: str = "userknn", max_items: int | None = None):
     """The models that fit the memory budget (:func:`itemsampling._validation.memory_limit`) at
     ``n_items`` items, the rule of chapter 8's TORS-shaped catalogues applied to a data folder:
-    a model whose dense item-item matrices (:func:`dense_matrix_bytes`) exceed the budget is
-    replaced by ``substitute`` (a model with no item-item matrix; default UserKNN), or left out when
-    ``substitute`` is already in the list. Returns ``(kept, swaps)``: the list in the given order
-    with the replacements in place, and ``{model: substitute or None}`` for the models replaced or
-    left out (empty when everything fits)."""
+    a model whose dense item-item matrices (:func:`dense_matrix_bytes`) exceed the budget, or, with
+    ``max_items`` (chapters 8-11 pass :data:`DENSE_MAX_ITEMS`), that has such matrices on more than
+    ``max_items`` items, is replaced by ``substitute`` (a model with no item-item matrix; default
+    UserKNN), or left out when ``substitute`` is already in the list. Returns ``(kept, swaps)``: the
+    list in the given order with the replacements in place, and ``{model: substitute or None}`` for
+    the models replaced or left out (empty when everything fits)."""
     specs = RECOMMENDERS if specs is None else specs
+    max_items = None if max_items is None else check_int(max_items, "max_items", low=1)
     models = [models] if isinstance(models, str) else list(models)
     if substitute not in specs:
         raise ValueError(f"substitute must be one of {sorted(specs)}, got {substitute!r}")
@@ -380,7 +394,8 @@ def replace_models(models, n_items: int, specs=None, substitute: str = "userknn"
     budget = memory_limit()
     kept, swaps = [], {}
     for m in models:
-        if dense_matrix_bytes(m, n_items, specs) <= budget:
+        need = dense_matrix_bytes(m, n_items, specs)
+        if need <= budget and (max_items is None or need == 0 or n_items <= max_items):
             kept.append(m)
         else:
             alt = substitute if substitute not in models and substitute not in kept else None
@@ -388,6 +403,27 @@ def replace_models(models, n_items: int, specs=None, substitute: str = "userknn"
             if alt:
                 kept.append(alt)
     return kept, swaps
+
+
+def replacement_text(swaps: dict, n_items: int, specs=None, max_items: int | None = None) -> str:
+    """The sentence a chapter prints for the ``swaps`` of :func:`replace_models` (same ``n_items``,
+    ``specs`` and ``max_items``): each model replaced or left out, the bytes of its dense matrices and
+    why (the memory budget, or a catalogue above ``max_items``); ``""`` when nothing was replaced."""
+    if not swaps:
+        return ""
+    N = check_int(n_items, "n_items", low=1)
+    budget = memory_limit()
+    parts = []
+    for m, alt in swaps.items():
+        need = dense_matrix_bytes(m, N, specs)
+        why = (f"more than the memory budget of {budget / 1e6:,.0f} MB" if need > budget or max_items is None else
+               f"and *N* is above the {max_items:,} items (`dense_max_items`) up to which the chapters fit a model "
+               f"with dense item-item matrices (one such matrix is {8.0 * max_items ** 2 / 1e6:,.0f} MB there, and "
+               "EASE inverts one)")
+        parts.append(f"{m} needs {need / 1e6:,.0f} MB of dense *N* × *N* matrices, {why}, and is "
+                     + (f"replaced by {alt}" if alt else "left out"))
+    return (f"At this catalogue size (*N* = {N:,}) " + "; ".join(parts)
+            + " (the rule of chapter 8's TORS-shaped catalogues).")
 
 
 def make_recommender(name: str, truth: pd.DataFrame | None = None, rng=None):
@@ -685,15 +721,50 @@ def decoy_experiments(interactions: pd.DataFrame, rngs, n_jobs: int = 1, **kwarg
     return parallel_map(_decoy_run, [(interactions, r, kwargs) for r in rngs], n_jobs)
 
 
+def _truth_data(config: SimulationConfig, fraction: float, ss: np.random.SeedSequence):
+    """The simulated data and split of one repeat of :func:`truth_experiment` from its seed sequence
+    ``ss``, and the streams left for its decoys, models and tie-breaks."""
+    s_sim, s_split, s_dec, s_mod, s_tie = ss.spawn(5)
+    cfg = dataclasses.replace(config, seed=int(s_sim.generate_state(1)[0] % (2**31)))
+    sim = simulate(cfg)
+    split = split_holdout(sim.observed, fraction, rng=np.random.default_rng(s_split))
+    return sim, split, s_dec, s_mod, s_tie
+
+
+def _truth_pools(config: SimulationConfig, fraction: float, ss: np.random.SeedSequence) -> tuple:
+    sim, split = _truth_data(config, fraction, ss)[:2]
+    return max_decoys(split, "uniform"), max_decoys(split, "popularity")
+
+
+def truth_decoy_pools(config: SimulationConfig, fraction: float = 0.2, n_repeats: int = 1, rng=0,
+                      n_jobs: int = 1) -> pd.DataFrame:
+    r"""The largest decoy size each simulation of :func:`truth_experiment` (same ``config``,
+    ``fraction``, ``n_repeats`` and ``rng``: the same simulated data and splits) allows: per repeat, the
+    smallest test user's pool of uniform decoys (items outside the user's training and test items)
+    and of popularity-weighted ones (those items of positive training popularity, the only ones the
+    popularity-weighted draw can pick; :func:`max_decoys`). A ``n_decoys`` of :func:`truth_experiment`
+    above a repeat's smaller pool is refused by :func:`draw_decoys`, so a caller that scales the decoy
+    size with the catalogue caps it at the minimum over the repeats. Only the data are simulated (no
+    model is fitted). Returns one row per repeat, columns ``repeat, uniform, popularity``."""
+    if not isinstance(config, SimulationConfig):
+        raise ValueError(f"config must be a SimulationConfig, got {type(config).__name__}")
+    n_repeats = check_int(n_repeats, "n_repeats", low=1)
+    n_jobs = check_int(n_jobs, "n_jobs", low=-1)
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be >= 1 or -1 (all cores), got 0")
+    seed = check_int(rng, "rng", low=0)
+    streams = np.random.SeedSequence(seed).spawn(n_repeats)
+    pools = parallel_map(_truth_pools, [(config, fraction, ss) for ss in streams], n_jobs)
+    return pd.DataFrame([(rep, int(u), int(p)) for rep, (u, p) in enumerate(pools)],
+                        columns=["repeat", "uniform", "popularity"])
+
+
 def _truth_repeat(config: SimulationConfig, models, n_decoys: int, k: int, metrics, fraction: float, rep: int,
                   ss: np.random.SeedSequence, batch_size: int = 512) -> list:
     """One simulation of :func:`truth_experiment` from its own seed sequence ``ss`` (so its result
     does not depend on where or beside which other repeats it runs)."""
-    s_sim, s_split, s_dec, s_mod, s_tie = ss.spawn(5)
-    cfg = dataclasses.replace(config, seed=int(s_sim.generate_state(1)[0] % (2**31)))
-    sim = simulate(cfg)
-    g = gini(item_counts(sim.observed, cfg.n_items))
-    split = split_holdout(sim.observed, fraction, rng=np.random.default_rng(s_split))
+    sim, split, s_dec, s_mod, s_tie = _truth_data(config, fraction, ss)
+    g = gini(item_counts(sim.observed, config.n_items))
     d1, d2 = s_dec.spawn(2)
     csets = [draw_candidates(split, "full"),
              draw_candidates(split, "uniform", n_decoys, rng=np.random.default_rng(d1)),
@@ -711,6 +782,30 @@ def _truth_repeat(config: SimulationConfig, models, n_decoys: int, k: int, metri
             mt = float(truth_vals[row.metric])
             out.append((rep, name, row.candidates, row.strategy, row.metric, row.value, mt, row.value - mt, g))
     return out
+
+
+#: The catalogue size up to which chapter 10 runs its default number of simulations (:func:`truth_repeats_rule`).
+TRUTH_REFERENCE_ITEMS = 7_000
+
+
+def truth_repeats_rule(n_items: int, models, repeats: int = 100, reference: int = TRUTH_REFERENCE_ITEMS,
+                       least: int = 20) -> int:
+    r"""Chapter 10's number of simulations of :func:`truth_experiment` on a catalogue of :math:`N` items
+    with ``models``: ``repeats`` when no model has dense item-item matrices (:func:`dense_matrix_bytes`)
+    or :math:`N \le` ``reference``, else :math:`\lceil \mathrm{repeats}\,(\mathrm{reference}/N)^2\rceil`,
+    at least ``least``. A model with dense :math:`N\times N` matrices (item-kNN) dominates a simulation's
+    cost, which grows at least as :math:`N^2` (on 2 cores, 400 users: item-kNN 20 s a simulation at
+    :math:`N` = 16,980, the other models about 1 s each); ``least`` keeps enough simulations for the
+    chapter's :math:`t` intervals and paired tests."""
+    N = check_int(n_items, "n_items", low=1)
+    repeats = check_int(repeats, "repeats", low=2)
+    reference = check_int(reference, "reference", low=1)
+    least = check_int(least, "least", low=2)
+    models = [models] if isinstance(models, str) else list(models)
+    dense = any(m != "oracle" and dense_matrix_bytes(m, N) > 0 for m in models)
+    if not dense or N <= reference:
+        return repeats
+    return int(min(repeats, max(least, int(np.ceil(repeats * (reference / N) ** 2)))))
 
 
 def truth_experiment(config: SimulationConfig, models=("random", "popular", "itemknn", "als", "oracle"),

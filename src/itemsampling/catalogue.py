@@ -378,6 +378,28 @@ def scaled_sizes(n_items: int) -> tuple[int, int, int]:
     return int(n0), int(n_max), int(max(2, min(N, round(frac * N))))
 
 
+#: The catalogue size up to which chapter 8 runs TORS's 100 repeats (:func:`repeats_rule`).
+REPEATS_REFERENCE_ITEMS = 12_000
+
+
+def repeats_rule(n_items: int, repeats: int = 100, reference: int = REPEATS_REFERENCE_ITEMS,
+                 least: int = 30) -> int:
+    r"""Chapter 8's number of repeats on a catalogue of :math:`N` items: ``repeats`` (TORS's 100) up to
+    :math:`N` = ``reference``, and :math:`\lceil \mathrm{repeats}\,(\mathrm{reference}/N)^2ceil`
+    above it, at least ``least``. One repeat fits every fixed-size estimator on an :math:`N	imes n`
+    kernel with :math:`n` a share of :math:`N` (:func:`scaled_sizes`), so its cost grows as
+    :math:`N^2` and the rule keeps the experiment's cost near that of ``repeats`` repeats at
+    :math:`N` = ``reference`` (on 2 cores, 100 repeats at :math:`N` = 16,980 took 688 s; at 12,000 about
+    half). ``least`` keeps enough repeats for the paired :math:`t` tests."""
+    N = check_int(n_items, "n_items", low=2)
+    repeats = check_int(repeats, "repeats", low=2)
+    reference = check_int(reference, "reference", low=2)
+    least = check_int(least, "least", low=2)
+    if N <= reference:
+        return repeats
+    return int(min(repeats, max(least, int(np.ceil(repeats * (reference / N) ** 2)))))
+
+
 def user_table_sizes(n_items: int, n_users: int) -> tuple[list[int], list[int]]:
     r"""Chapter 9's sizes for TORS Tables 8-9 on a catalogue of :math:`N` items and :math:`M` users:
     TORS's item-sampling sizes :math:`n` = 100 and 500 and user counts 1,000, 5,000 and 10,000

@@ -56,8 +56,8 @@ from . import ranking as _ranking
 from ._parallel import SCHEDULER_ENV as _SCHEDULER_ENV
 from ._parallel import require_distributed
 from ._validation import as_rng, check_bool, check_int, check_ranks, check_seed
-from .data import (CACHE_VERSION, DATASETS, FORMATS, atomic_save_npz, cache_dir, detect_format, given_split,
-                   leave_last_out, load_dataset, load_ncf, load_npz, load_truth, n_items_of, stable_hash)
+from .data import (CACHE_VERSION, DATASETS, FORMATS, atomic_save_npz, cache_dir, detect_format, drop_short_users,
+                   given_split, leave_last_out, load_dataset, load_ncf, load_npz, load_truth, n_items_of, stable_hash)
 from .data import interactions as _interactions
 from .data import load_interactions as _load_interactions
 from .data import cache as _cache
@@ -337,13 +337,7 @@ def load_split(dataset: str = "sim-ml1m", rng: int = 0) -> tuple[pd.DataFrame, p
         test.attrs["dropped_users"] = int((~known).sum())
         test.attrs["held_out_rows"] = int(len(held))
         return train, test
-    counts = np.bincount(df["user"].to_numpy())
-    keep = counts[df["user"].to_numpy()] >= 2
-    dropped = int(np.sum((counts > 0) & (counts < 2)))
-    if dropped:
-        attrs = dict(df.attrs)
-        df = df[keep].reset_index(drop=True)
-        df.attrs.update(attrs)
+    df, dropped = drop_short_users(df, 2)
     if df.empty:
         raise ValueError(f"dataset {dataset}: no user has two or more interactions to split")
     train, test = leave_last_out(df, rng=np.random.default_rng(_model_seed(rng, "split")))

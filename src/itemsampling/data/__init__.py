@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from .cache import (CACHE_VERSION, CacheWarning, atomic_save_npz, cache_dir, fingerprint, load_npz,
                     package_fingerprint, path_fingerprint, stable_hash)
-from .frames import (COLUMNS, dataset_summary, gini, holdout_fraction, item_counts, leave_last_out,
-                     n_items_of, n_users_of)
+from .frames import (COLUMNS, dataset_summary, drop_short_users, gini, holdout_fraction, item_counts,
+                     leave_last_out, n_items_of, n_users_of, sample_users)
 from .interactions import (FORMATS, detect_format, given_split, load_count_lines, load_interactions, load_recbole,
                            load_table, load_user_lines)
 from .loaders import (MOVIELENS_ARCHIVES, _parse_fast, _parse_rows, fetch_movielens, load_movielens,
@@ -66,6 +66,8 @@ __all__ = [
     "n_items_of",
     "n_users_of",
     "leave_last_out",
+    "drop_short_users",
+    "sample_users",
     "holdout_fraction",
     "dataset_summary",
     "cache_dir",

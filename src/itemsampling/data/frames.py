@@ -101,6 +101,56 @@ def _copy_attrs(src: pd.DataFrame, *dsts: pd.DataFrame) -> None:
         d.attrs["n_items"] = n_items_of(src)
 
 
+def drop_short_users(interactions: pd.DataFrame, min_interactions: int = 2) -> tuple[pd.DataFrame, int]:
+    """The rows of the users with at least ``min_interactions`` interactions (default 2: one to train
+    on, one to hold out, what :func:`leave_last_out` and :func:`holdout_fraction` need), and the number
+    of users dropped. User and item ids are kept as they are (no renumbering; ``attrs["n_users"]`` and
+    ``attrs["n_items"]`` keep the whole frame's sizes), and so are the other ``attrs``, the row-aligned
+    ``held_out`` flags of a given split cut to the kept rows. With no user to drop the frame itself is
+    returned. Returns ``(frame, n_dropped)``."""
+    _check_frame(interactions, "interactions", columns=("user", "item"))
+    least = check_int(min_interactions, "min_interactions", low=1)
+    users = interactions["user"].to_numpy()
+    counts = np.bincount(users) if users.size else np.zeros(0, dtype=np.int64)
+    short = (counts > 0) & (counts < least)
+    dropped = int(short.sum())
+    if not dropped:
+        return interactions, 0
+    keep = ~short[users]
+    out = interactions[keep].reset_index(drop=True)
+    out.attrs.update(interactions.attrs)
+    held = interactions.attrs.get("held_out")
+    if held is not None and np.shape(held) == keep.shape:
+        out.attrs["held_out"] = np.asarray(held)[keep]
+    out.attrs["n_users"] = n_users_of(interactions)
+    out.attrs["n_items"] = n_items_of(interactions)
+    return out, dropped
+
+
+def sample_users(interactions: pd.DataFrame, n_users: int, rng=None) -> pd.DataFrame:
+    """The rows of ``n_users`` users drawn uniformly at random without replacement from the users of
+    ``interactions`` (all their rows; the frame itself when it has at most ``n_users`` users). Ids and
+    ``attrs`` are kept as in :func:`drop_short_users` (row-aligned ``held_out`` flags cut to the kept
+    rows)."""
+    _check_frame(interactions, "interactions", columns=("user", "item"))
+    n = check_int(n_users, "n_users", low=1)
+    users = interactions["user"].to_numpy()
+    present = np.unique(users)
+    if present.size <= n:
+        return interactions
+    chosen = np.zeros(int(present.max()) + 1, dtype=bool)
+    chosen[as_rng(rng).choice(present, size=n, replace=False)] = True
+    keep = chosen[users]
+    out = interactions[keep].reset_index(drop=True)
+    out.attrs.update(interactions.attrs)
+    held = interactions.attrs.get("held_out")
+    if held is not None and np.shape(held) == keep.shape:
+        out.attrs["held_out"] = np.asarray(held)[keep]
+    out.attrs["n_users"] = n_users_of(interactions)
+    out.attrs["n_items"] = n_items_of(interactions)
+    return out
+
+
 def leave_last_out(interactions: pd.DataFrame, rng=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Hold out each user's last event (largest ``timestamp``); ties between a user's latest
     events are broken at random with ``rng`` (so data without timestamps get a random held-out
