@@ -190,10 +190,10 @@ def test_the_default_interval_below_the_rule_is_reported(results):
     # K = 10 is below the rule 2 N / (n - 1) at these parameters: the chapter says the default interval is the
     # identification bounds and counts their coverage in the same repeats as the bootstrap's
     N = load_simulation(PARAMS["dataset"]).config.n_items
-    hits = results["ch11_bounds_hits"]
+    hits = results["ch11_default_bounds_hits"]
     assert set(hits) == set(NAME.values())
     assert all(0 <= v <= PARAMS["coverage_repeats"] for v in hits.values())
-    text = results["ch11_bounds_text"]
+    text = results["ch11_default_bounds_text"]
     assert "is below the resolution rule" in text and "not this bootstrap but the identification bounds" in text
     import re
 
@@ -201,3 +201,5 @@ def test_the_default_interval_below_the_rule_is_reported(results):
     N_pool = int(re.search(r"N = ([\d,]+) the cut-off", text).group(1).replace(",", ""))
     assert PARAMS["sample_size"] < N_pool <= N
     assert f"2N/(n−1) = {2 * N_pool / (PARAMS['sample_size'] - 1):,.0f}," in text
+    # the ranks-only bounds keep their own sentence (a glue key of its own)
+    assert results["ch11_bounds_text"] != text
