@@ -101,6 +101,19 @@ def _copy_attrs(src: pd.DataFrame, *dsts: pd.DataFrame) -> None:
         d.attrs["n_items"] = n_items_of(src)
 
 
+def _keep_rows(interactions: pd.DataFrame, keep) -> pd.DataFrame:
+    """The rows ``keep`` of ``interactions`` with its ids and ``attrs`` (row-aligned ``held_out`` flags cut
+    to the kept rows; ``n_users`` / ``n_items`` those of the whole frame)."""
+    out = interactions[keep].reset_index(drop=True)
+    out.attrs.update(interactions.attrs)
+    held = interactions.attrs.get("held_out")
+    if held is not None and np.shape(held) == keep.shape:
+        out.attrs["held_out"] = np.asarray(held)[keep]
+    out.attrs["n_users"] = n_users_of(interactions)
+    out.attrs["n_items"] = n_items_of(interactions)
+    return out
+
+
 def drop_short_users(interactions: pd.DataFrame, min_interactions: int = 2) -> tuple[pd.DataFrame, int]:
     """The rows of the users with at least ``min_interactions`` interactions (default 2: one to train
     on, one to hold out, what :func:`leave_last_out` and :func:`holdout_fraction` need), and the number
@@ -117,14 +130,7 @@ def drop_short_users(interactions: pd.DataFrame, min_interactions: int = 2) -> t
     if not dropped:
         return interactions, 0
     keep = ~short[users]
-    out = interactions[keep].reset_index(drop=True)
-    out.attrs.update(interactions.attrs)
-    held = interactions.attrs.get("held_out")
-    if held is not None and np.shape(held) == keep.shape:
-        out.attrs["held_out"] = np.asarray(held)[keep]
-    out.attrs["n_users"] = n_users_of(interactions)
-    out.attrs["n_items"] = n_items_of(interactions)
-    return out, dropped
+    return _keep_rows(interactions, keep), dropped
 
 
 def sample_users(interactions: pd.DataFrame, n_users: int, rng=None) -> pd.DataFrame:
@@ -141,14 +147,7 @@ def sample_users(interactions: pd.DataFrame, n_users: int, rng=None) -> pd.DataF
     chosen = np.zeros(int(present.max()) + 1, dtype=bool)
     chosen[as_rng(rng).choice(present, size=n, replace=False)] = True
     keep = chosen[users]
-    out = interactions[keep].reset_index(drop=True)
-    out.attrs.update(interactions.attrs)
-    held = interactions.attrs.get("held_out")
-    if held is not None and np.shape(held) == keep.shape:
-        out.attrs["held_out"] = np.asarray(held)[keep]
-    out.attrs["n_users"] = n_users_of(interactions)
-    out.attrs["n_items"] = n_items_of(interactions)
-    return out
+    return _keep_rows(interactions, keep)
 
 
 def leave_last_out(interactions: pd.DataFrame, rng=None) -> tuple[pd.DataFrame, pd.DataFrame]:
