@@ -142,20 +142,33 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     """Estimates with intervals for every model, metric and cut-off of ``table``, and the pairwise
     model comparisons. Returns a JSON-ready dict (what ``--json`` prints).
 
+    Every row's interval is the one interval policy's (:func:`itemsampling.estimators.interval_policy`,
+    applied by :func:`~itemsampling.estimators.apply_interval_policy`, the rule
+    :func:`~itemsampling.estimators.estimate_metrics` uses too): a model whose table is a full ranking
+    (``sample_size == n_items`` for every user) gets the plain mean over users with the user bootstrap;
+    a cut-off below the resolution rule the identification bounds; above it the bootstrap widened by
+    the estimator's simulated bias margin (adaptive sampling included); ``interval="bootstrap"`` the
+    bootstrap everywhere. Each comparison's interval is
+    :func:`~itemsampling.estimators.difference_interval`'s, and a difference whose interval excludes 0
+    decides the order, at the comparison's ``level``.
+
     One set of user-bootstrap replicates per model serves every metric, cut-off and comparison
     (:func:`~itemsampling.estimators.bootstrap.bootstrap_models`; models scored on the same users
     are resampled jointly, so their comparisons are paired); the top-K metrics use
-    ``numpy.random.default_rng([seed, 0])`` and AUC (when asked for) ``default_rng([seed, 1])``,
-    so every number is reproducible from the arguments. ``progress`` is called with one line of
-    text before each long step.
+    ``numpy.random.default_rng([seed, 0])`` and AUC (when asked for) ``default_rng([seed, 1])``, the
+    margins ``default_rng([seed, 3, g, model index])``, so every number is reproducible from the
+    arguments. ``progress`` is called with one line of text before each long step.
 
-    ``target="test-users"`` replaces each estimate's interval by the interval for the test users'
+    ``target="test-users"`` replaces each estimate's bootstrap by the interval for the test users'
     own metric (:mod:`itemsampling.estimators.conditional`, parametric replicates drawn with
-    ``default_rng([seed, 2, g, model index])``); the comparisons stay user-bootstrap intervals.
+    ``default_rng([seed, 2, g, model index])``), under the same policy; the comparisons stay
+    user-bootstrap intervals.
     """
     # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators import METHODS, PER_USER_SIZE_METHODS, POOL_METHODS, estimate_metrics, resolution_note
-    from .estimators import bootstrap_models
+    from .estimators import (apply_interval_policy, bootstrap_models, difference_interval, interval_policy,
+                             is_full_ranking, outside_note)
+    from .estimators.bootstrap import MetricEstimate
     from .estimators.conditional import check_target, conditional_metrics
 
     say = progress or (lambda text: None)
@@ -168,24 +181,29 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
         check_target(target)
     except ValueError as err:
         raise InputError(f"--{err}") from None
-    if target == "test-users" and table.per_user_sizes:
-        raise InputError(f"{table.path} has per-user sample sizes (adaptive sampling); --target test-users needs "
-                         "one sample size for every user, use --target population")
     if method not in METHODS + ("auto",):
         raise InputError(f"--method must be one of auto, {', '.join(METHODS)}; got {method!r}")
-    if method == "auto":  # the candidates the input allows are chosen inside (estimators.auto)
-        pass
-    elif table.per_user_sizes and method not in PER_USER_SIZE_METHODS:
+    pools = dict(table.pools) if table.pools else {m: table.n_items for m in table.models}
+    full = {m: is_full_ranking(pools[m], table.sizes[m]) for m in table.models}
+    sampled_models = [m for m in table.models if not full[m]]
+    sizes_vary = any(not isinstance(table.sizes[m], int) for m in sampled_models)
+    pools_vary = any(not isinstance(pools[m], int) for m in sampled_models)
+    if target == "test-users" and sizes_vary:
+        raise InputError(f"{table.path} has per-user sample sizes (adaptive sampling); --target test-users needs "
+                         "one sample size for every user, use --target population")
+    if method != "auto" and sizes_vary and method not in PER_USER_SIZE_METHODS:
         raise InputError(f"{table.path} has per-user sample sizes (adaptive sampling); only --method "
                          f"{' or '.join(PER_USER_SIZE_METHODS)} can use them, got {method!r}")
-    if table.per_user_pools and method not in POOL_METHODS + ("auto",):
+    if pools_vary and method not in POOL_METHODS + ("auto",):
         raise InputError(f"{table.path} has per-user catalogue sizes (n_items column); --method {method!r} needs one "
                          f"--n-items; methods that take per-user sizes: {', '.join(POOL_METHODS)}")
-    if table.per_user_pools and params.get("replacement", True) is False:
+    if pools_vary and params.get("replacement", True) is False:
         raise InputError(f"{table.path} has per-user catalogue sizes (n_items column), which need decoys drawn with "
                          "replacement (the without-replacement kernel depends on each pool); drop --without-replacement "
                          "or give one --n-items")
-    pools = dict(table.pools) if table.pools else {m: table.n_items for m in table.models}
+    shown = dict(params)  # the parameters the report prints: the command's own options only
+    if table.per_user_pools and "grid" not in params:
+        params["grid"] = False  # per-user pools: the dense estimators on the distinct (N_u, n_u, r_u) triples
     metrics = list(dict.fromkeys(canonical_metric(m) for m in metrics))
     topk = [m for m in metrics if m != "auc"]
     ks = list(dict.fromkeys(ks))
@@ -194,103 +212,146 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     groups = ([(topk, ks)] if topk else []) + ([(["auc"], None)] if "auc" in metrics else [])
     users = {m: table.users[m] for m in table.models}
     paired_any = len(table.models) > 1 and all(u is not None for u in users.values())
+    # the two bootstraps: the models ranked in full (their plain mean) and the sampled ones (the estimator)
+    parts = [(mods, meth) for mods, meth in ((sampled_models, method), ([m for m in table.models if full[m]],
+                                                                          "sampled")) if mods]
+    part_of = {m: i for i, (mods, _) in enumerate(parts) for m in mods}
     t0 = time.perf_counter()
-    def resolved_by_any(k):
-        return any(resolves(int(np.max(pools[m])), table.sizes[m], k) for m in table.models)
-
-    plan = []
     for g, (group, kk) in enumerate(groups):
-        if kk is None or method in ("auto", "sampled") or interval != "kept":
-            plan.append((g, group, kk, True))
-            continue
-        # interval "kept": a cut-off no model resolves gets the identification bounds, so its bootstrap
-        # would be thrown away; only the point estimates are computed there (the same numbers)
-        boot = [k for k in kk if resolved_by_any(k)]
-        low = [k for k in kk if not resolved_by_any(k)]
-        plan += ([(g, group, boot, True)] if boot else []) + ([(g, group, low, False)] if low else [])
-    for g, group, kk, boot in plan:
-        # one set of user resamples per model (jointly for models scored on the same users) serves
-        # every metric, cut-off and pairwise comparison of the group (bootstrap_models)
-        with warnings.catch_warnings():  # the resolution note is printed once, under the table
-            warnings.simplefilter("ignore", ResolutionWarning)
-            res = (bootstrap_models(table.ranks, pools, table.sizes, group, kk, method, ci=ci, n_boot=n_boot,
-                                    rng=np.random.default_rng([seed, g]), users=users if paired_any else None,
-                                    progress=say, **params) if boot else
-                   _point_models(table, pools, group, kk, method, params, users if paired_any else None, say))
+        kl = kk if kk is not None else [None]
+        rules = {m: interval_policy(pools[m], table.sizes[m], kl, "sampled" if full[m] else method, interval)
+                 for m in table.models}
+        results = []
+        for mods, meth in parts:
+            boot_ks = [k for k in kl if method == "auto" and meth == method or any(rules[m][k].needs_bootstrap
+                                                                                 for m in mods)]
+            sub = _sub_table(table, mods)
+            with warnings.catch_warnings():  # the resolution note is printed once, under the table
+                warnings.simplefilter("ignore", ResolutionWarning)
+                kw = dict(params) if meth != "sampled" else {}
+                res_b = (bootstrap_models(sub.ranks, {m: pools[m] for m in mods}, sub.sizes, group,
+                                          boot_ks if kk is not None else None, meth, ci=ci, n_boot=n_boot,
+                                          rng=np.random.default_rng([seed, g]),
+                                          users={m: users[m] for m in mods} if paired_any else None,
+                                          progress=say, **kw) if boot_ks else None)
+                low_ks = [k for k in kl if k not in boot_ks]
+                points = (_point_models(sub, pools, group, low_ks, meth, kw, say)
+                          if low_ks and (method != "auto" or meth != method) else {})
+            results.append((boot_ks, res_b, points))
         for im, model in enumerate(table.models):
             r, n = table.ranks[model], table.sizes[model]
-            raw = estimate_metrics(r, N, n, group, kk, ["sampled"])["sampled"]
-            if target == "test-users" and boot:
-                say(f"      test-users intervals of {model} ({n_boot} parametric replicates)")
-                with warnings.catch_warnings():  # the resolution note is printed under the table
-                    warnings.simplefilter("ignore", ResolutionWarning)
-                    if method != "auto":
-                        cond = conditional_metrics(r, pools[model], n, group, kk, [method], ci=ci,
+            boot_ks, res_b, points = results[part_of[model]]
+            meth = parts[part_of[model]][1]
+            raw = estimate_metrics(r, pools[model], n, group, kk, ["sampled"], grid=False)["sampled"]
+            if method == "auto" and meth == method:  # auto's own intervals (estimators.auto)
+                est = res_b.estimates[model]
+            else:
+                cond = None
+                if target == "test-users" and boot_ks and not full[model]:
+                    say(f"      test-users intervals of {model} ({n_boot} parametric replicates)")
+                    with warnings.catch_warnings():  # the resolution note is printed under the table
+                        warnings.simplefilter("ignore", ResolutionWarning)
+                        cond = conditional_metrics(r, pools[model], n, group, boot_ks, [method], ci=ci,
                                                    n_boot=n_boot, rng=np.random.default_rng([seed, 2, g, im]),
                                                    **params)[method]
-                    else:  # the estimators auto chose, on the same parametric replicates, per cut-off
-                        cond = _auto_conditional(res.estimates[model], r, pools[model], n, group, kk, ci, n_boot,
-                                                 np.random.default_rng([seed, 2, g, im]), params)
+                est = {}
+                for metric in group:
+                    e = np.array([float(np.atleast_1d(res_b.estimates[model][metric].estimate)[boot_ks.index(k)])
+                                  if k in boot_ks else float(np.atleast_1d(points[model][metric])[
+                                      [x for x in kl if x not in boot_ks].index(k)]) for k in kl])
+                    lo, hi = np.full(len(kl), np.nan), np.full(len(kl), np.nan)
+                    if target == "test-users" and full[model]:
+                        lo, hi = e.copy(), e.copy()  # the test users' own metric is known exactly
+                    elif boot_ks:
+                        b = cond[metric] if cond is not None else res_b.estimates[model][metric]
+                        for jb, k in enumerate(boot_ks):
+                            lo[kl.index(k)] = np.atleast_1d(b.low)[jb]
+                            hi[kl.index(k)] = np.atleast_1d(b.high)[jb]
+                    est[metric] = MetricEstimate(e, lo, hi, ci, n_boot, meth)
+                if any(rules[model][k].kind in ("bounds", "bootstrap+margin") for k in kl):
+                    say(f"      intervals of {model}: identification bounds below the rule, simulated bias margins "
+                        "above it")
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ResolutionWarning)
+                    est = apply_interval_policy({meth: est}, r, pools[model], n, kl, ci, interval, params,
+                                                np.random.default_rng([seed, 3, g, im]), rules=rules[model])[meth]
             for metric in group:
-                for j, k in enumerate(kk if kk is not None else [None]):
+                for j, k in enumerate(kl):
                     def pick(v, j=j):
                         return float(np.atleast_1d(v)[j])
-                    e = res.estimates[model][metric] if target == "population" or not boot else cond[metric]
-                    rows.append({"model": model, "metric": metric, "k": k, "label": _label(metric, k),
-                                 "estimate": pick(e.estimate), "low": pick(e.low), "high": pick(e.high),
-                                 "sampled": pick(raw[metric]), "n_users": int(r.size)})
-                    rows[-1]["identified"] = bool(resolves(int(np.max(pools[model])), n, k))
-                    rows[-1]["interval"] = "bootstrap"
-                    if method == "auto":
-                        a = res.estimates[model][metric]
-                        rows[-1].update({"chosen": str(np.atleast_1d(a.chosen)[j]),
-                                         "reason": a.selection.reason[(metric, k)],
-                                         "bias_margin": pick(a.margin),
-                                         "interval": str(np.atleast_1d(np.asarray(a.interval, dtype=object))[j]),
-                                         "interval_reason": a.selection.intervals[(metric, k)]["why"],
-                                         "interval_width": rows[-1]["high"] - rows[-1]["low"]})
-            if method == "auto":
-                selections.setdefault(model, []).append(res.estimates[model][group[0]].selection.to_dict())
-            elif interval == "kept" and method != "sampled":
-                _bounds_rows(rows, model, r, pools[model], n, group, kk, ci, params, say)
-                if boot:
-                    _margin_rows(rows, model, r, pools[model], n, group, kk, method, params,
-                                 np.random.default_rng([seed, 3, g, im]), say)
-        for (a, b), per_metric in res.comparisons.items():
-            for metric in group:
-                c = per_metric[metric]
-                for t, k in enumerate(kk if kk is not None else [None]):
-                    def pick(v, t=t):
-                        return float(np.atleast_1d(v)[t])
-                    lo, hi, d = pick(c.low), pick(c.high), pick(c.difference)
-                    ident = method == "sampled" or all(
-                        resolves(int(np.max(pools[x])), table.sizes[x], k) for x in (a, b))
-                    # below the rule (kept): the difference's range from the two models' intervals (bounds)
-                    bounded = not boot or (interval == "kept" and not ident)
-                    if bounded:
-                        ra, rb = (next(x for x in rows if x["model"] == mo and x["metric"] == metric and x["k"] == k)
-                                  for mo in (a, b))
-                        lo, hi = ra["low"] - rb["high"], ra["high"] - rb["low"]
-                    apart = (lo > 0 or hi < 0) and ident
-                    comparisons.append({
-                        "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
-                        "difference": d, "low": lo, "high": hi,
-                        "p_value": None if bounded else pick(c.p_value), "interval": "bounds" if bounded else "bootstrap",
-                        "paired": c.paired, "told_apart": bool(apart), "identified": bool(ident),
-                        "verdict": ((f"{a} > {b}" if d > 0 else f"{b} > {a}") if apart else
-                                    "cannot be told apart" if ident else "not identified (K below the rule)"),
-                    })
+                    e = est[metric]
+                    kind = str(np.atleast_1d(np.asarray(e.interval, dtype=object))[j])
+                    row = {"model": model, "metric": metric, "k": k, "label": _label(metric, k),
+                           "estimate": pick(e.estimate), "low": pick(e.low), "high": pick(e.high),
+                           "sampled": pick(raw[metric]), "n_users": int(r.size),
+                           "identified": bool(np.atleast_1d(e.identified)[j]), "interval": kind,
+                           "design": "full" if full[model] else "adaptive" if not isinstance(n, int) else "fixed"}
+                    if method == "auto" and meth == method:
+                        row.update({"chosen": str(np.atleast_1d(e.chosen)[j]),
+                                    "reason": e.selection.reason[(metric, k)],
+                                    "bias_margin": pick(e.margin),
+                                    "interval_reason": e.selection.intervals[(metric, k)]["why"]})
+                    else:
+                        row["bias_margin"] = pick(e.margin)
+                        if bool(np.atleast_1d(e.impossible)[j]):
+                            row["impossible"] = True
+                            row["note"] = outside_note(row["estimate"], row["low"], row["high"], kind)
+                    row["interval_width"] = row["high"] - row["low"]
+                    rows.append(row)
+            if method == "auto" and meth == method:
+                selections.setdefault(model, []).append(est[group[0]].selection.to_dict())
+        by = {(x["model"], x["metric"], x["k"]): x for x in rows}
+        models = list(table.models)
+        for ia, a in enumerate(models):
+            for b in models[ia + 1:]:
+                same = part_of[a] == part_of[b]
+                boot_ks, res_b, points = results[part_of[a]]
+                for metric in group:
+                    for k in kl:
+                        ra, rb = by[(a, metric, k)], by[(b, metric, k)]
+                        lo_b = hi_b = pv = float("nan")
+                        paired = False
+                        if same and res_b is not None and k in boot_ks:
+                            c = res_b.comparisons[(a, b)][metric]
+                            jb = boot_ks.index(k)
+                            lo_b, hi_b = float(np.atleast_1d(c.low)[jb]), float(np.atleast_1d(c.high)[jb])
+                            pv = float(np.atleast_1d(c.p_value)[jb])
+                            paired = bool(c.paired)
+                        elif same and paired_any:
+                            paired = bool(_paired_order(users[a], users[b]) is not None)
+                        d = difference_interval(ra, rb, lo_b, hi_b, ci, same_bootstrap=same)
+                        ident = ra["identified"] and rb["identified"]
+                        diff = ra["estimate"] - rb["estimate"]
+                        why = (None if d["interval"] == "bootstrap" else
+                               "the interval includes the two models' bias margins, which the bootstrap p-value does "
+                               "not" if d["interval"] == "bootstrap+margin" else
+                               "the interval is the difference of the two models' intervals (Bonferroni), which "
+                               "gives a level, not a p-value")
+                        lev = f"{100 * d['level']:g}%"
+                        comparisons.append({
+                            "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
+                            "difference": diff, "low": d["low"], "high": d["high"],
+                            "p_value": pv if why is None else None, **({"p_value_reason": why} if why else {}),
+                            "interval": d["interval"], "level": d["level"],
+                            "paired": paired, "told_apart": d["decides"], "identified": bool(ident),
+                            "verdict": ((f"{a} > {b}" if d["low"] > 0 else f"{b} > {a}")
+                                        + ("" if d["level"] == ci else f" (at {lev})") if d["decides"] else
+                                        "cannot be told apart" if ident else "not identified (K below the rule)"),
+                        })
     order = {m: i for i, m in enumerate(table.models)}  # rows by model, then metric group as before
     korder = {k: i for i, k in enumerate(ks + [None])}
     morder = {m: i for i, m in enumerate(metrics)}
     rows.sort(key=lambda row: (order[row["model"]], morder[row["metric"]], korder[row["k"]]))
     comparisons.sort(key=lambda c: (order[c["model_a"]], order[c["model_b"]], morder[c["metric"]], korder[c["k"]]))
     say(f"      done in {time.perf_counter() - t0:.1f} s")
+    designs = {"full" if full[m] else "adaptive" if not isinstance(table.sizes[m], int) else "fixed"
+               for m in table.models}
     return {
         "file": table.path,
         "n_items": N if not table.per_user_pools else "per-user",
         "sample_size": (next(iter(table.sizes.values())) if not table.per_user_sizes else "per-user"),
-        "method": method, "parameters": {k: v for k, v in params.items()},
+        "method": method, "parameters": shown,
+        "design": (designs.pop() if len(designs) == 1 else "mixed"),
         "confidence": ci, "n_boot": n_boot, "seed": seed, "target": target,
         "models": {m: {"n_users": int(table.ranks[m].size),
                        "sample_size": (s if isinstance(s, int) else {"min": int(s.min()), "max": int(s.max()),
@@ -301,8 +362,9 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                    for m, s in table.sizes.items()},
         "estimates": rows, "comparisons": comparisons,
         **({"selection": selections} if method == "auto" else {}),
-        "notes": [note for note in (resolution_note(N, s, ks) for s in table.sizes.values()) if note][:1]
-        if topk else [],
+        "notes": [note.replace("interval='bootstrap'", "--interval bootstrap")  # the command's own option
+                  for note in (resolution_note(pools[m], table.sizes[m], ks) for m in sampled_models) if note][:1]
+        if topk and method != "sampled" else [],
     }
 
 
@@ -310,79 +372,28 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
 # output
 # --------------------------------------------------------------------------------------------
 
-def _point_models(table, pools, metrics, ks, method, params, users, say):
-    """What :func:`~itemsampling.estimators.bootstrap_models` returns, for cut-offs no model resolves under
-    ``interval="kept"``: each model's point estimates (:func:`~itemsampling.estimators.estimate_metrics`),
-    the intervals left to the identification bounds (:func:`_bounds_rows`) and the comparisons' differences
-    (their ranges from the two models' bounds): no bootstrap, whose intervals would be thrown away."""
-    from types import SimpleNamespace
+def _sub_table(table, models):
+    """The part of ``table`` that holds ``models`` (the full rankings and the sampled models are
+    bootstrapped apart: their estimators differ)."""
+    return RankTable(table.path, table.n_items, {m: table.ranks[m] for m in models},
+                     {m: table.sizes[m] for m in models}, {m: table.users[m] for m in models},
+                     {m: table.pools[m] for m in models} if table.pools else {})
 
+
+def _point_models(table, pools, metrics, ks, method, params, say):
+    """Each model's point estimates ``{model: {metric: array over ks}}`` at cut-offs whose interval
+    needs no bootstrap (the identification bounds below the rule): no bootstrap, whose intervals
+    would be thrown away."""
     # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators import estimate_metrics
-    from .estimators.bootstrap import MetricEstimate
 
-    nan = np.full(len(ks), np.nan)
-    estimates = {}
+    out = {}
     for model in table.models:
         say(f"      {model}: point estimates at K = {', '.join(map(str, ks))} (below the resolution rule: the "
             "interval is the identification bounds, no bootstrap)")
-        est = estimate_metrics(table.ranks[model], pools[model], table.sizes[model], metrics, ks, [method],
-                               **params)[method]
-        estimates[model] = {m: MetricEstimate(np.asarray(est[m]), nan, nan, float("nan"), 0, method) for m in metrics}
-    comparisons = {}
-    models = list(table.models)
-    for i, a in enumerate(models):
-        for b in models[i + 1:]:
-            paired = (users is not None and users[a] is not None and users[b] is not None
-                      and np.array_equal(np.sort(np.asarray(users[a]).astype(str)),
-                                         np.sort(np.asarray(users[b]).astype(str))))  # as bootstrap_models pairs
-            comparisons[(a, b)] = {m: SimpleNamespace(difference=estimates[a][m].estimate - estimates[b][m].estimate,
-                                                      low=nan, high=nan, p_value=nan, paired=bool(paired))
-                                   for m in metrics}
-    return SimpleNamespace(estimates=estimates, comparisons=comparisons)
-
-
-def _bounds_rows(rows, model, r, n_items, n, metrics, ks, ci, params, say) -> None:
-    """``interval="kept"`` for one model's rows (:func:`itemsampling.estimators.api._kept`, the same rule):
-    every row whose cut-off the rule does not resolve gets the identification bounds as its interval
-    (one computation for all its metrics and cut-offs, for either target)."""
-    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
-    from .estimators import identification_bounds
-
-    low = [k for k in (ks if ks is not None else [None]) if not resolves(int(np.max(n_items)), n, k)]
-    if not low:
-        return
-    say(f"      identification bounds of {model} (K = {', '.join(map(str, low))}: below the resolution rule)")
-    b = identification_bounds(r, n_items, n, metrics, low, ci, params.get("replacement", True), grid=params.get("grid"))
-    for row in rows:
-        if row["model"] == model and row["metric"] in metrics and row["k"] in low:
-            j = low.index(row["k"])
-            row["low"] = float(np.atleast_1d(b.low[row["metric"]])[j])
-            row["high"] = float(np.atleast_1d(b.high[row["metric"]])[j])
-            row["interval"] = "bounds"
-
-
-def _margin_rows(rows, model, r, n_items, n, metrics, ks, method, params, rng, say) -> None:
-    """``interval="kept"`` above the rule for one model's rows (:func:`itemsampling.estimators.api._kept`, the
-    same rule): each resolved row's bootstrap interval widened at both ends by the method's bias margin
-    (:func:`~itemsampling.estimators.auto.bias_margins`; ``interval`` ``"bootstrap+margin"``, the margin in
-    ``bias_margin``) where the margin is defined."""
-    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
-    from .estimators.auto import bias_margins
-    from .estimators.estimate import _route
-
-    high = [k for k in (ks if ks is not None else [None]) if resolves(int(np.max(n_items)), n, k)]
-    if not high:
-        return
-    say(f"      bias margin of {model} (K = {', '.join(map(str, high))}: simulated under the smooth fits of P(R))")
-    margins = bias_margins(r, n_items, n, metrics, high, method, _route(method, params), rng=rng)
-    for row in rows:
-        key = (row["metric"], row["k"])
-        if row["model"] == model and key in margins and row["interval"] == "bootstrap":
-            row["low"] -= margins[key]
-            row["high"] += margins[key]
-            row["interval"] = "bootstrap+margin"
-            row["bias_margin"] = margins[key]
+        out[model] = estimate_metrics(table.ranks[model], pools[model], table.sizes[model], metrics, ks, [method],
+                                      **params)[method]
+    return out
 
 
 def _auto_conditional(auto, r, n_items, n, metrics, ks, ci, n_boot, rng, params):
@@ -424,16 +435,25 @@ def format_report(result: dict) -> str:
     pct = f"{100 * result['confidence']:g}%"
     n = result["sample_size"]
     N = result["n_items"]
+    design = result.get("design")
+    full = design == "full"
+    size_text = ("full ranking: every item of each user's pool ranked (sample_size = n_items), the exact metric"
+                 if full else
+                 f"n = {n} sampled items per user (target included)" if n not in ("per-user", "per-model")
+                 else "per-user sample sizes (adaptive sampling)" if design == "adaptive" else
+                 "per-user sample sizes" if n == "per-user" else "per-model sample sizes")
+    method_text = ("plain mean over users (full ranking; --method not used)" if full else
+                   f"method {result['method']}" + (f" {result['parameters']}" if result["parameters"] else ""))
+    kinds = {r.get("interval") for r in result["estimates"]}
     lines = [f"{result['file']}: " + (f"N = {N:,} items, " if N != "per-user" else
                                       "per-user catalogue sizes N_u (n_items column), ")
-             + (f"n = {n} sampled items per user (target included)" if n not in ("per-user", "per-model")
-                else "per-user sample sizes (adaptive sampling)" if n == "per-user" else "per-model sample sizes")
+             + size_text
              + (", popularity-weighted decoys (ratio-curve correction, chapter 11)" if result.get("weighted") else ""),
              "  " + "; ".join(f"{m}: M = {d['n_users']:,} users" for m, d in result["models"].items()),
-             f"method {result['method']}" + (f" {result['parameters']}" if result["parameters"] else "")
+             method_text
              + (f", {pct} user-bootstrap percentile intervals from {result['n_boot']} replicates (seed {result['seed']})"
-                + ("; identification bounds where a row is not identified" if any(
-                    r.get("interval") == "bounds" for r in result["estimates"]) else "")
+                + ("; widened by the estimator's bias margin where identified" if "bootstrap+margin" in kinds else "")
+                + ("; identification bounds where a row is not identified" if "bounds" in kinds else "")
                 if result.get("target", "population") == "population" else
                 f", {pct} intervals for the test users' own metric (parametric bootstrap of the item sampling, "
                 f"{result['n_boot']} replicates, seed {result['seed']}); comparisons: user bootstrap"),
@@ -443,7 +463,8 @@ def format_report(result: dict) -> str:
         + ["uncorrected", "identified"]
     body = [[r["model"], r["label"], _fmt(r["estimate"]), f"[{_fmt(r['low'])}, {_fmt(r['high'])}]"]
             + ([_fmt(r["uniform"])] if weighted else []) + [_fmt(r["sampled"])]
-            + ["yes" if r.get("identified", True) else "not identified"] for r in result["estimates"]]
+            + [("yes" if r.get("identified", True) else "not identified") + (" (!)" if r.get("impossible") else "")]
+            for r in result["estimates"]]
     lines += _columns(header, body, numeric=(2, 3, 4, 5))
     if not all(r.get("identified", True) for r in result["estimates"]):
         kept = any(r.get("interval") == "bounds" for r in result["estimates"])
@@ -454,8 +475,15 @@ def format_report(result: dict) -> str:
                      "estimator's bias.")]
     if any(r.get("interval") == "bootstrap+margin" for r in result["estimates"]) and result["method"] != "auto":
         lines += ["", "identified rows: the bootstrap interval widened at both ends by the estimator's bias margin, its "
-                      "largest simulated bias under the smooth fits of P(R) that the data do not reject (JSON: "
+                      "simulated bias (one sample size: the largest under the smooth fits of P(R) that the data do not "
+                      "reject; adaptive sampling: under the data's own fit, with the data's design) (JSON: "
                       "bias_margin; --interval bootstrap drops it)."]
+    if any(r.get("interval") == "bounds" and r.get("identified", True) for r in result["estimates"]):
+        lines += ["", "identified rows with the identification bounds: no bias margin could be simulated for the "
+                      "method on these data, and the bounds need none."]
+    for r in result["estimates"]:
+        if r.get("impossible"):
+            lines += [f"(!) {r['model']} {r['label']}: {r['note']}."]
     if result["method"] == "auto":  # one line per model and metric@K: what auto chose and why
         lines += ["", "method auto chose, per model and metric (each candidate's error under the smooth fits of "
                       "P(R) that the data do not reject):"]
@@ -468,27 +496,33 @@ def format_report(result: dict) -> str:
     for note in result.get("notes", []):  # the ResolutionWarning of estimate_metric, under the table
         lines += ["", f"Note: {note}"]
     if result["comparisons"]:
-        lines += ["", f"Differences A - B with {pct} intervals "
-                      "(paired: the same users resampled jointly; unpaired: resampled independently)"]
-        header = ["A", "B", "metric", "A - B", f"{pct} interval", "pairing", "verdict"]
+        levels = sorted({c.get("level", result["confidence"]) for c in result["comparisons"]}, reverse=True)
+        lev_text = ", ".join(f"{100 * x:g}%" for x in levels)
+        lines += ["", f"Differences A - B with intervals at level {lev_text} (column 'level'; "
+                      f"{pct}: the bootstrap of the difference, widened by the two models' bias margins where they "
+                      f"have one; {100 * (1 - 2 * (1 - result['confidence'])):g}%: the difference of the two models' "
+                      "intervals, where either has the identification bounds). A difference whose interval excludes 0 "
+                      "decides the order. Paired: the same users resampled jointly; unpaired: independently."]
+        header = ["A", "B", "metric", "A - B", "interval", "level", "pairing", "verdict"]
         body = [[c["model_a"], c["model_b"], c["label"], f"{c['difference']:+.4f}",
-                 f"[{c['low']:+.4f}, {c['high']:+.4f}]", "paired" if c["paired"] else "unpaired", c["verdict"]]
+                 f"[{c['low']:+.4f}, {c['high']:+.4f}]", f"{100 * c.get('level', result['confidence']):g}%",
+                 "paired" if c["paired"] else "unpaired", c["verdict"]]
                 for c in result["comparisons"]]
-        lines += _columns(header, body, numeric=(3, 4))
+        lines += _columns(header, body, numeric=(3, 4, 5))
         same = sum(not c["told_apart"] and c.get("identified", True) for c in result["comparisons"])
-        unknown = sum(not c.get("identified", True) for c in result["comparisons"])
+        unknown = sum(not c.get("identified", True) and not c["told_apart"] for c in result["comparisons"])
+        decided_low = sum(not c.get("identified", True) and c["told_apart"] for c in result["comparisons"])
+        if decided_low:
+            lines += ["", f"{decided_low} of {len(result['comparisons'])} comparisons are decided below the resolution "
+                          "rule: the difference of the two models' identification bounds excludes 0, so every rank "
+                          "distribution the data allow orders the two models the same way (at the level shown)."]
         if unknown:
-            bounds = all(c.get("interval") == "bounds" for c in result["comparisons"] if not c.get("identified", True))
-            lines += ["", f"{unknown} of {len(result['comparisons'])} comparisons are not identified: K lies below the "
-                          "resolution rule for at least one of the two models, so the sampled ranks do not say which "
-                          "model is better there whatever the interval; "
-                      + ("the interval of such a row is the difference of the two models' intervals (identification "
-                         f"bounds), which holds with probability at least {100 * (1 - 2 * (1 - result['confidence'])):g}% "
-                         f"(each model's at least {pct})." if bounds else "the interval of such a row (--interval bootstrap) is the bootstrap's, which "
-                         "does not cover the estimators' bias.")]
+            lines += ["", f"{unknown} of {len(result['comparisons'])} comparisons are not identified and not decided: K "
+                          "lies below the resolution rule for at least one of the two models and the interval of the "
+                          "difference contains 0, so the sampled ranks do not say which model is better there."]
         if same:
             lines += ["", f"{same} of {len(result['comparisons'])} comparisons cannot be told apart: their "
-                          f"{pct} interval contains 0, so these data do not say which model is better."]
+                          "interval contains 0, so these data do not say which model is better."]
         if len(result["comparisons"]) > 1:
             lines += ["Each interval is for one comparison; with many comparisons some will exclude 0 by chance."]
         if not all(c["paired"] for c in result["comparisons"]):

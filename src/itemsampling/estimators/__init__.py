@@ -35,6 +35,9 @@ only modules below it, checked by ``lint-imports``, contract in ``pyproject.toml
 * :mod:`.auto`: ``method="auto"``, the estimator chosen per metric and cut-off by its worst-case
   simulated error over several fits of :math:`P(R)`, its interval that keeps its coverage, with the
   bootstrap entry points that take it (re-exported here);
+* :mod:`.policy`: the one interval policy (:func:`interval_policy`: full ranking / bounds below the rule
+  / bootstrap with the bias margin above it / the bootstrap on request), applied by
+  :func:`apply_interval_policy` and :func:`difference_interval`, for the API, the command and the planner;
 * :mod:`.api` (:func:`estimate_metric`, :func:`estimate_metrics`: a point estimate or, with ``ci``,
   an interval) and :mod:`.weighted` (estimators for popularity-weighted decoys, chapter 11);
 * this module: the public names, re-exported (it holds no code of its own).
@@ -59,6 +62,10 @@ from .estimate import (
     GRID_METHODS, METHODS, PER_USER_SIZE_METHODS, POOL_METHODS, grid_estimate_metrics, metric_from_distribution,
     resolution_note,
 )
+from .policy import (  # the one interval policy (module policy)
+    IntervalRule, KeptEstimate, apply_interval_policy, difference_interval, interval_policy, is_full_ranking,
+    outside_note,
+)
 from .weighted import estimate_metric_weighted  # popularity-weighted decoys, Chapter 11
 
 __all__ = [
@@ -81,6 +88,13 @@ __all__ = [
     "bootstrap_metrics",
     "compare_estimates",
     "estimate_metric_weighted",
+    "interval_policy",
+    "apply_interval_policy",
+    "difference_interval",
+    "is_full_ranking",
+    "outside_note",
+    "IntervalRule",
+    "KeptEstimate",
     "resolution_note",
     "ResolutionWarning",
     "GRID_METHODS",

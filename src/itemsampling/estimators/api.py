@@ -9,19 +9,16 @@ top of the estimators' layers: nothing in :mod:`itemsampling.estimators` imports
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 
-from .._validation import as_rng
-from ..kernel import resolves
 from ..metrics import canonical_metric
-from .auto import AUTO_ONLY, AUTO_OPTIONS, auto_estimates, bias_margins, check_auto_params, check_interval
-from .bootstrap import MetricEstimate, bootstrap_metric, bootstrap_metrics
-from .bounds import identification_bounds
-from .conditional import conditional_metric, conditional_metrics
-from .estimate import (METHODS, _check_nonempty, _point_metric, _point_metrics, _route, _warn_resolution,
-                       check_target)
+from .auto import AUTO_ONLY, AUTO_OPTIONS, auto_estimates, check_auto_params
+from .bootstrap import MetricEstimate, bootstrap_metrics
+from .conditional import conditional_metrics
+from .estimate import METHODS, _check_nonempty, _point_metric, _point_metrics, _warn_resolution
+from .policy import (IntervalRule, _dense_for_pools, apply_interval_policy, check_interval_args, interval_policy,
+                     is_full_ranking)
 
 _AUTO_ONLY = tuple(x for x in AUTO_ONLY if x != "interval")  # ``interval`` is every method's (with ci)
 
@@ -122,7 +119,7 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
     -------
     float, or ndarray over the cut-offs when ``k`` is a sequence; a ``MetricEstimate`` with ``ci``.
     """
-    check_target(target)
+    ci, n_boot, rng, target, params = _entry(ci, n_boot, rng, target, n_items, params)
     _warn_resolution(n_items, sample_size, k, method)
     if method == "auto":  # chosen per cut-off from the data (module .auto): an AutoEstimate
         canonical_metric(metric)
@@ -131,6 +128,7 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
     _refuse_auto_only(params)
     if ci is not None:
         return _interval(True, sampled_ranks, n_items, sample_size, metric, k, method, ci, n_boot, rng, target, params)
+    params.pop("interval", None)
     return _point_metric(sampled_ranks, n_items, sample_size, metric, k, method, params, warn=False)
 
 
@@ -153,7 +151,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
     gives instead intervals for the test users' own metric, as :func:`estimate_metric` says
     (:func:`~itemsampling.estimators.conditional.conditional_metrics`).
     """
-    check_target(target)
+    ci, n_boot, rng, target, params = _entry(ci, n_boot, rng, target, n_items, params)
     _check_nonempty(metrics, "metrics", "metric")
     _check_nonempty(methods, "methods", f"method of {METHODS}")
     _warn_resolution(n_items, sample_size, k, methods)
@@ -162,7 +160,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
         check_auto_params({x: v for x, v in params.items() if x not in _AUTO_ONLY})
         for m in ([metrics] if isinstance(metrics, str) else metrics):
             canonical_metric(m)
-        gen = as_rng(rng)
+        gen = rng
         rest = [m for m in methods if m != "auto"]
         shared = {x: v for x, v in params.items() if x in AUTO_OPTIONS or x == "interval"}
         out = estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, rest, ci, n_boot, gen, target,
@@ -173,118 +171,74 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
     if ci is not None:
         return _interval(False, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target,
                          params)
+    params.pop("interval", None)
     return _point_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, params, warn=False)
 
 
 def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target, params):
-    """The ``ci`` branch of :func:`estimate_metric` (``single``) and :func:`estimate_metrics`: the
-    user bootstrap (``target="population"``) or the parametric bootstrap given the test users, then
-    :func:`_kept` (``interval="kept"``, the default): the identification bounds wherever the cut-off is
-    not resolved."""
+    """The ``ci`` branch of :func:`estimate_metric` (``single``) and :func:`estimate_metrics`: the interval
+    policy (:func:`~.policy.interval_policy`, one rule per cut-off) applied by
+    :func:`~.policy.apply_interval_policy`, on the user bootstrap (``target="population"``) or the
+    parametric bootstrap given the test users, run only at the cut-offs whose interval starts from it."""
     params = dict(params)
-    interval = check_interval(params.pop("interval", "kept"))
-    if target == "test-users":
-        one, several = conditional_metric, conditional_metrics
-    else:
-        one, several = bootstrap_metric, bootstrap_metrics
+    interval = params.pop("interval", "kept")
+    several = conditional_metrics if target == "test-users" else bootstrap_metrics
     seq = np.ndim(k) > 0
     ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
-    N = int(np.max(n_items)) if np.ndim(n_items) else n_items
     meths = [methods] if single or isinstance(methods, str) else list(methods)
     mets = [metrics] if single or isinstance(metrics, str) else list(metrics)
-    try:
-        boot_ks = [kk for kk in ks if resolves(N, sample_size, kk)]
-    except (ValueError, TypeError):  # bad sizes: the estimators' own checks name them
-        boot_ks = ks
-    if target == "test-users" and np.ndim(sample_size) > 0 and np.unique(np.asarray(sample_size)).size > 1:
+    if target == "test-users" and np.ndim(sample_size) > 0 and np.unique(np.asarray(sample_size)).size > 1 \
+            and not is_full_ranking(n_items, sample_size):
         raise ValueError("target='test-users' needs one sample_size for every user; with per-user sample sizes "
                          "(adaptive sampling) use target='population'")
-    if interval == "kept" and len(boot_ks) < len(ks) and "sampled" not in meths:
-        # the unresolved cut-offs get the bounds: their bootstrap would be thrown away (point estimates only)
-        points = _point_metrics(sampled_ranks, n_items, sample_size, mets, ks, meths, params, warn=False)
-        boot = None
-        if boot_ks:
-            boot = several(sampled_ranks, n_items, sample_size, mets, boot_ks, meths, ci=ci, n_boot=n_boot, rng=rng,
-                           **params)
-        res = {}
-        for meth in meths:
-            res[meth] = {}
-            for m in mets:
-                est = np.atleast_1d(np.asarray(points[meth][m], dtype=float))
-                lo, hi = np.full(len(ks), np.nan), np.full(len(ks), np.nan)
-                if boot is not None:
-                    e = boot[meth][m]
-                    for jb, kk in enumerate(boot_ks):
-                        lo[ks.index(kk)] = np.atleast_1d(e.low)[jb]
-                        hi[ks.index(kk)] = np.atleast_1d(e.high)[jb]
-                conv = (lambda v: v) if seq else (lambda v: float(v[0]))
-                res[meth][m] = MetricEstimate(conv(est), conv(lo), conv(hi), float(ci), int(n_boot) if boot_ks else 0,
-                                              meth)
-        out = _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params, rng)
-        return out[methods][metrics] if single else out
-    res = (one if single else several)(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=ci,
-                                       n_boot=n_boot, rng=rng, **params)
-    if single:
-        return _kept({methods: {metrics: res}}, sampled_ranks, n_items, sample_size, k, ci, interval, params,
-                     rng)[methods][metrics]
-    return _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params, rng)
-
-
-def _kept(res, sampled_ranks, n_items, sample_size, k, ci, interval, params, rng=None):
-    r"""Every estimate of ``res`` (``{method: {metric: MetricEstimate}}``) marked per cut-off
-    ``identified`` by the one resolution rule (:func:`itemsampling.kernel.resolves`: :math:`K \ge`
-    :data:`~itemsampling.kernel.RESOLVED` :math:`\times N/(n-1)`, the largest :math:`N_u` and
-    :math:`n_u`), and with ``interval="kept"`` the interval of every unresolved cut-off replaced by the
-    identification bounds (:mod:`.bounds`; one computation shared by every method, for both targets):
-    an interval that keeps its coverage where the estimators' own intervals are centred on a prior's
-    pick. The point estimate stays (it is the prior's there, and the row says so). Every resolved
-    cut-off's bootstrap interval is widened at both ends by the method's bias margin
-    (:func:`~.auto.bias_margins`, ``"bootstrap+margin"``; draws from ``rng``) where the margin is defined
-    (:data:`~.auto.MARGIN_METHODS` with auto's settings), as ``method="auto"`` does. The uncorrected
-    ``"sampled"`` metric estimates the sampled metric itself and is left as it is."""
-    seq = np.ndim(k) > 0
-    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
-    N = int(np.max(n_items))
-    ident = [bool(resolves(N, sample_size, kk)) for kk in ks]
-    low_ks = [kk for kk, ok in zip(ks, ident) if not ok]
-    metrics = sorted({m for per in res.values() for m in per})
-    bnd = None
-    if interval == "kept" and low_ks and any(meth != "sampled" for meth in res):
-        bnd = identification_bounds(sampled_ranks, n_items, sample_size, [canonical_metric(m) for m in metrics],
-                                    low_ks, ci, params.get("replacement", True), grid=params.get("grid"))
-    high_ks = [kk for kk, ok in zip(ks, ident) if ok]
-    gen = as_rng(rng)
+    full = is_full_ranking(n_items, sample_size)
+    try:
+        rules = {meth: interval_policy(n_items, sample_size, ks, meth, interval) for meth in meths}
+    except (ValueError, TypeError):  # bad sizes: the estimators' own checks name them
+        rules = {meth: {kk: IntervalRule("bootstrap", True, "") for kk in ks} for meth in meths}
+    # a full ranking: every method's estimate is the plain mean over users (method "sampled")
+    run = ["sampled"] if full else meths
+    boot_ks = [kk for kk in ks if any(rules[meth][kk].needs_bootstrap for meth in meths)]
+    points = _point_metrics(sampled_ranks, n_items, sample_size, mets, ks, run, params, warn=False)
+    boot = None
+    if boot_ks and not (full and target == "test-users"):  # the test users' own metric is known exactly
+        boot = several(sampled_ranks, n_items, sample_size, mets, boot_ks, run, ci=ci, n_boot=n_boot, rng=rng,
+                       **params)
+    res = {}
+    for meth in meths:
+        src = "sampled" if full else meth
+        res[meth] = {}
+        for m in mets:
+            est = np.atleast_1d(np.asarray(points[src][m], dtype=float))
+            lo, hi = np.full(len(ks), np.nan), np.full(len(ks), np.nan)
+            if full and target == "test-users":
+                lo, hi = est.copy(), est.copy()
+            elif boot is not None:
+                e = boot[src][m]
+                for jb, kk in enumerate(boot_ks):
+                    lo[ks.index(kk)] = np.atleast_1d(e.low)[jb]
+                    hi[ks.index(kk)] = np.atleast_1d(e.high)[jb]
+            conv = (lambda v: v) if seq else (lambda v: float(v[0]))
+            res[meth][m] = MetricEstimate(conv(est), conv(lo), conv(hi), float(ci), int(n_boot) if boot else 0, meth)
     out = {}
-    for meth, per in res.items():
-        out[meth] = {}
-        margins = {}
-        if interval == "kept" and high_ks and meth != "sampled":
-            margins = bias_margins(sampled_ranks, n_items, sample_size, [canonical_metric(m) for m in per], high_ks,
-                                   meth, _route(meth, params), rng=gen)
-        for m, e in per.items():
-            if meth == "sampled":
-                out[meth][m] = e
-                continue
-            lo, hi = np.atleast_1d(np.asarray(e.low, float)).copy(), np.atleast_1d(np.asarray(e.high, float)).copy()
-            kinds = []
-            for j, kk in enumerate(ks):
-                if bnd is not None and not ident[j]:
-                    jb = low_ks.index(kk)
-                    lo[j] = float(np.atleast_1d(bnd.low[canonical_metric(m)])[jb])
-                    hi[j] = float(np.atleast_1d(bnd.high[canonical_metric(m)])[jb])
-                    kinds.append("bounds")
-                elif (canonical_metric(m), kk) in margins:
-                    b = margins[(canonical_metric(m), kk)]
-                    lo[j], hi[j] = lo[j] - b, hi[j] + b
-                    kinds.append("bootstrap+margin")
-                else:
-                    kinds.append("bootstrap")
-            conv = (lambda v: np.asarray(v)) if seq else (lambda v: v[0])
-            out[meth][m] = dataclasses.replace(
-                e, low=conv(lo) if seq else float(lo[0]), high=conv(hi) if seq else float(hi[0]),
-                identified=np.array(ident) if seq else ident[0],
-                interval=np.array(kinds, dtype=object) if seq else kinds[0])
-    return out
+    for meth in meths:  # one margin simulation per method, one computation of the bounds per method
+        out.update(apply_interval_policy({meth: res[meth]}, sampled_ranks, n_items, sample_size, k, ci, interval,
+                                         params, rng, rules=rules[meth]))
+    return out[methods][metrics] if single else out
+
+
+def _entry(ci, n_boot, rng, target, n_items, params):
+    """The checks of the public entry points, once, whether or not the path taken uses the argument
+    (:func:`~.policy.check_interval_args`), and the routing of per-user pools to the dense estimators
+    (:func:`~.policy._dense_for_pools`). ``rng`` comes back a Generator (the same stream as the seed)."""
+    params = dict(params)
+    ci, n_boot, gen, target, interval = check_interval_args(ci, n_boot, rng, target, params.get("interval", "kept"))
+    if "interval" in params:
+        params["interval"] = interval
+    pools = n_items if np.ndim(n_items) > 0 and np.unique(np.asarray(n_items)).size > 1 else None
+    if pools is not None and _dense_for_pools(params.get("grid"), pools) is False and "grid" not in params:
+        params["grid"] = False
+    return ci, n_boot, gen, target, params
 
 
 def _refuse_auto_only(params) -> None:

@@ -182,6 +182,7 @@ from .._validation import as_rng, check_bool, check_int
 from ..mapping import sample_beta_ranks
 from ..kernel import RESOLVED, resolves
 from ..metrics import canonical_metric, metric_function
+from ..sampling import adaptive_sample_ranks
 from . import bootstrap as _boot
 from .bootstrap import AutoEstimate, ModelComparison, ModelsBootstrap, _per_model, _Replicator
 from .bounds import identification_bounds
@@ -193,7 +194,7 @@ from .grid import cached_kernel, grid_kernel, rank_grid, resolve_grid
 __all__ = ["CANDIDATES", "GAMMA", "N_SIM", "FITS", "SMOOTH_FITS", "FALLBACK_FITS", "GOF_LEVEL", "AutoSelection",
            "select_estimators", "plausible_fits", "beta_fit", "beta_mixture_fit", "goodness_of_fit", "validation_study",
            "validation_rmse", "draw_validation_ranks", "INTERVALS", "RESOLVED", "check_interval", "interval_plan",
-           "MARGIN_METHODS", "bias_margins",
+           "MARGIN_METHODS", "bias_margins", "design_margins",
            "coverage_study",
            "auto_estimates", "bootstrap_metric", "bootstrap_metrics", "compare_estimates", "bootstrap_models"]
 
@@ -823,6 +824,79 @@ def bias_margins(sampled_ranks, n_items, sample_size, metrics, ks, method: str, 
     if method not in sel.candidates:
         return {}
     return {(m, k): sel.margin(m, k) for m in metrics for k in ks if sel.bias.get((m, k), {}).get(method)}
+
+
+def _design_ladder(n) -> np.ndarray | None:
+    r"""The adaptive ladder :math:`n_0, 2n_0, \dots, n_{max}` the per-user sizes ``n`` were drawn from
+    (TORS Algorithm 1: every size seen is the smallest one times a power of two), else ``None``."""
+    seen = np.unique(n)
+    n0, top = int(seen[0]), int(seen[-1])
+    ladder = [n0]
+    while ladder[-1] < top:
+        ladder.append(2 * ladder[-1])
+    ladder = np.array(ladder, dtype=np.int64)
+    return ladder if ladder[-1] == top and np.all(np.isin(seen, ladder)) else None
+
+
+def _simulate_design(P, N, n, M, replacement, gen):
+    r"""``(r, n)`` of ``M`` users whose global ranks are drawn from ``P`` (over 1..N) under the data's
+    design: one size ``n`` (an int); the adaptive ladder of per-user sizes ``n`` (:func:`_design_ladder`:
+    TORS Algorithm 1, the set doubles while the target ranks first, :func:`itemsampling.sampling.
+    adaptive_sample_ranks`); or, for other per-user sizes, each user's own size (sizes fixed by the design)."""
+    R = 1 + gen.choice(N, size=M, p=P)
+    if isinstance(n, int):
+        return _sampled(R, N, n, replacement, gen), n
+    ladder = _design_ladder(n)
+    if ladder is None:
+        return _sampled(R, N, n, replacement, gen), n
+    return adaptive_sample_ranks(R, N, int(ladder[0]), int(ladder[-1]), rng=gen, replacement=replacement)
+
+
+def design_margins(r, N, n, pools, metrics, ks, method: str, params=None, rng=None, n_sim: int = N_SIM) -> dict:
+    r"""The bias margin of any ``method`` on any design, simulated under the data's own MLE fit: the
+    parametric-bootstrap estimate of bias (Efron & Tibshirani 1993, Sec. 10.2). :math:`\widehat P` is the MLE
+    of the global rank distribution (EM, TORS Appendix H: it takes per-user sample sizes and pools);
+    ``n_sim`` data sets of the data's :math:`M` users are drawn from it with the data's design (one
+    size, the adaptive ladder of TORS Algorithm 1, or each user's own size; each simulated user keeps
+    the pool :math:`N_u` of a data user: the rank-fraction model of :mod:`.distribution`), the method is
+    applied to each (the user bootstrap's replicate machinery, :class:`.bootstrap._Replicator`), and the
+    margin is :math:`|ar T^* - T(\widehat P)|`, the mean simulated error against the metric of the fit
+    (the truth of the simulation). Added to both ends of a percentile interval, it moves the interval by
+    the estimator's bias where the fit is close to the truth, which is what the identified rows (the
+    resolution rule) assume. On validated input; ``{(metric, k): margin}``, ``{}`` if the method or the
+    fit fails (the caller then keeps the identification bounds)."""
+    params = dict(params or {})
+    gen = as_rng(rng)
+    replacement = params.get("replacement", True)
+    metrics, ks = list(metrics), list(ks)
+    dense = {**params, "grid": False}  # the replicates on the distinct (N_u, n_u, r_u) triples
+    try:
+        P = np.asarray(_fit(r, N, n, "mle", replacement, {}, None).distribution, np.float64)
+        P = np.clip(P, 0.0, None)
+        P = P / P.sum()
+        truth = _estimate(r, N, n, metrics, ks, "mle", {"replacement": replacement}, {}, pools)
+        keys = []
+        for _ in range(n_sim):
+            rs, ns = _simulate_design(P, N, n, r.size, replacement, gen)
+            nn = np.full(r.size, ns, dtype=np.int64) if isinstance(ns, (int, np.integer)) else ns
+            pp = np.zeros(r.size, dtype=np.int64) if pools is None else pools
+            keys.append(np.column_stack([pp, nn, rs]))
+        allk = np.concatenate(keys)
+        rows, inv = np.unique(allk, axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        C = np.zeros((n_sim, rows.shape[0]))
+        for s in range(n_sim):
+            C[s] = np.bincount(inv[s * r.size:(s + 1) * r.size], minlength=rows.shape[0])
+        sizes = n if isinstance(n, int) else rows[:, 1]
+        rep = _Replicator(N, sizes, rows[:, 1].copy(), rows[:, 2].copy(), C, metrics, ks,
+                          pair_pools=None if pools is None else rows[:, 0].copy())
+        E = rep.replicates(method, dense)
+    except (ValueError, np.linalg.LinAlgError, FloatingPointError):
+        return {}
+    bias = np.mean(E, axis=0) - truth
+    if not np.all(np.isfinite(bias)):
+        return {}
+    return {(m, k): float(abs(bias[i, j])) for i, m in enumerate(metrics) for j, k in enumerate(ks)}
 
 
 def _pick(values, j):

@@ -1,0 +1,265 @@
+r"""The one interval policy: which interval each metric@K gets, decided in one place.
+
+:func:`interval_policy` is the rule, a function of the design only (catalogue sizes, sample sizes,
+cut-offs, the method and the ``interval`` asked for), never of the data; :func:`apply_interval_policy`
+turns estimates with user-bootstrap intervals into the intervals the rule names;
+:func:`difference_interval` does the same for the difference of two models. The public entry points
+(:func:`itemsampling.estimators.estimate_metrics` with ``ci``), the command (``python -m itemsampling
+estimate``) and the planner (:mod:`itemsampling.plan`) all call them.
+
+The rule, per cut-off :math:`K` (``interval="kept"``, the default):
+
+* **full ranking** (``sample_size == n_items`` for every user: each user's exact global rank): the plain
+  mean over users :math:`\frac1M\sum_u F(R_u)`, which has no bias, with the user-bootstrap percentile
+  interval; identified (kind ``"full"``);
+* **below the resolution rule** :math:`K < c\,N/(n-1)` (:func:`itemsampling.kernel.resolves`, the
+  largest :math:`N_u` and :math:`n_u`): the identification bounds (:mod:`.bounds`; coverage at least
+  ``ci`` by construction, for both targets); not identified (``"bounds"``);
+* **above it**: the bootstrap percentile interval widened at both ends by the estimator's bias margin
+  (``"bootstrap+margin"``): for one sample size and the methods of :data:`~.auto.MARGIN_METHODS`, the
+  largest simulated bias under the smooth fits of :math:`P(R)` the data do not reject
+  (:func:`~.auto.bias_margins`); for every other method and design (per-user sample sizes of adaptive
+  sampling included) the bias simulated under the data's own MLE fit with the data's design
+  (:func:`~.auto.design_margins`). Where no margin can be computed the row falls back to the
+  identification bounds, whose coverage needs no margin: an identified row's interval always accounts
+  for the estimator's bias;
+* ``method="sampled"`` (the uncorrected sampled metric estimates itself): the bootstrap.
+
+``interval="bootstrap"`` (on request): the estimator's own bootstrap interval everywhere (a full
+ranking keeps its plain mean).
+
+**Why the margin interval covers.** Let :math:`b` be the estimator's bias and :math:`[\ell, h]` the
+percentile interval of its bootstrap, which covers :math:`E\widehat T = T + b` with probability about
+``ci`` (the estimator is asymptotically normal above the rule, where its bias is small against the
+kernel's resolution). If the margin :math:`m \ge |b|`, then :math:`[\ell - m, h + m] \ni T` whenever
+:math:`[\ell, h] \ni T + b`. The simulated margin estimates :math:`|b|` at the fit; the coverage of the
+result is measured by simulation (``tests/test_policy.py``, exact binomial test).
+
+**Comparisons** (:func:`difference_interval`): a difference of two models is decided (``decides``)
+whenever its interval excludes 0, whatever produced the interval. Both rows bootstrap (full or
+``"sampled"``): the bootstrap of the difference at ``ci``; with margins, that interval widened by the
+sum of the two margins, at ``ci``; where either row has the identification bounds (or the two rows come
+from different bootstraps), the difference of the two rows' intervals, which holds with probability at
+least :math:`1 - 2(1 - \text{ci})` (Bonferroni: 90 % for two 95 % intervals), its ``level``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import as_rng, check_int, check_open_unit
+from ..kernel import RESOLVED, resolves
+from ..metrics import canonical_metric, metric_function
+from .auto import MARGIN_METHODS, GAMMA, bias_margins, check_interval, design_margins
+from .bootstrap import MetricEstimate
+from .bounds import identification_bounds
+from .estimate import TARGETS, _prepare, _route
+
+__all__ = ["KINDS", "IntervalRule", "KeptEstimate", "is_full_ranking", "interval_policy", "check_interval_args",
+           "apply_interval_policy", "difference_interval", "metric_range", "outside_note"]
+
+#: The kinds of interval the policy gives (module docstring).
+KINDS = ("full", "bounds", "bootstrap+margin", "bootstrap")
+
+
+@dataclass(frozen=True)
+class IntervalRule:
+    """What one cut-off gets: ``kind`` (one of :data:`KINDS`), whether the cut-off is ``identified``
+    (its estimate is the data's, not a prior's) and ``why`` (one line)."""
+
+    kind: str
+    identified: bool
+    why: str
+
+    @property
+    def needs_bootstrap(self) -> bool:
+        """Whether the interval starts from a user bootstrap (every kind but ``"bounds"``)."""
+        return self.kind != "bounds"
+
+
+@dataclass(frozen=True, repr=False)
+class KeptEstimate(MetricEstimate):
+    """A :class:`~itemsampling.estimators.bootstrap.MetricEstimate` whose interval the policy gave
+    (:func:`apply_interval_policy`), with, per cut-off, the bias ``margin`` added at both ends (0 where
+    none) and ``impossible``: ``True`` where the point estimate lies outside its own identification
+    bounds or outside the metric's range, a value no rank distribution the data allow can give (the
+    estimator's extrapolation; :func:`outside_note` says so)."""
+
+    margin: object = 0.0
+    impossible: object = False
+
+
+def is_full_ranking(n_items, sample_size) -> bool:
+    """Whether every user's sampled set is the user's whole pool (``sample_size == n_items``, per user
+    or as scalars): then every sampled rank is the global rank, and the metric is the plain mean."""
+    try:
+        n = np.asarray(sample_size)
+        N = np.asarray(n_items)
+        return bool(n.size > 0 and np.all(n == N))
+    except (TypeError, ValueError):  # shapes that do not broadcast: not a full ranking (checked elsewhere)
+        return False
+
+
+def interval_policy(n_items, sample_size, k, method: str = "mle", interval: str = "kept") -> dict:
+    r"""The interval each cut-off of ``k`` gets (module docstring): ``{k: IntervalRule}``.
+
+    A rule of the design only: ``n_items`` (:math:`N`, or per-user :math:`N_u`), ``sample_size``
+    (:math:`n`, or per-user :math:`n_u`), the cut-offs (``None`` = untruncated), ``method`` and
+    ``interval`` (``"kept"``, default, or ``"bootstrap"``). :mod:`itemsampling.plan` calls it to say
+    which interval a design will get; :func:`~itemsampling.estimators.estimate_metrics` and the command
+    apply it (:func:`apply_interval_policy`). The margin's kind is the plan's: a row whose margin cannot
+    be computed on the data falls back to ``"bounds"`` when applied."""
+    interval = check_interval(interval)
+    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if np.ndim(k) > 0 else [k]
+    N = int(np.max(n_items))
+    nmax = int(np.max(sample_size))
+    width = N / max(nmax - 1, 1)
+    full = is_full_ranking(n_items, sample_size)
+    out = {}
+    for kk in ks:
+        ident = True if full else bool(resolves(N, sample_size, kk))
+        rule = f"K >= {RESOLVED:g} N/(n-1) = {RESOLVED * width:.4g}" if kk is not None else "untruncated metric"
+        if full:
+            out[kk] = IntervalRule("full", True, "full ranking: every user's exact rank; the plain mean over users "
+                                                 "with the user bootstrap")
+        elif method == "sampled" or interval == "bootstrap":
+            out[kk] = IntervalRule("bootstrap", ident, "the uncorrected sampled metric" if method == "sampled" else
+                                   "interval='bootstrap': the estimator's own bootstrap")
+        elif not ident:
+            out[kk] = IntervalRule("bounds", False, f"K below the resolution rule ({rule}): identification bounds")
+        else:
+            out[kk] = IntervalRule("bootstrap+margin", True, f"resolved ({rule}): bootstrap widened by the "
+                                                             "simulated bias margin")
+    return out
+
+
+def check_interval_args(ci, n_boot, rng, target, interval):
+    """Every interval argument checked once, whichever path uses it: ``ci`` a confidence level in (0, 1)
+    or ``None``, ``n_boot`` an integer >= 10, ``rng`` a seed or Generator, ``target`` one of
+    :data:`~.estimate.TARGETS`, ``interval`` one of :data:`~.auto.INTERVALS`. Returns them checked."""
+    if ci is not None:
+        ci = check_open_unit(ci, "ci", "a confidence level", ", e.g. 0.95")
+    n_boot = check_int(n_boot, "n_boot", low=10)
+    gen = as_rng(rng)
+    if not (isinstance(target, str) and target in TARGETS):
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    return ci, n_boot, gen, target, check_interval(interval)
+
+
+def metric_range(metric, k, n_items) -> tuple:
+    r"""The range :math:`[0, F(1)]` of a metric's value (:math:`F` decreasing in the rank, non-negative)."""
+    F = metric_function(canonical_metric(metric), k, int(np.max(n_items)))
+    return 0.0, float(np.max(F(np.array([1]))))
+
+
+def outside_note(estimate, low, high, kind) -> str:
+    """The row's note when its point estimate is impossible (:class:`KeptEstimate`)."""
+    where = "its identification bounds" if kind == "bounds" else "the metric's range"
+    return (f"the point estimate {estimate:.4g} lies outside {where} [{low:.4g}, {high:.4g}]: no rank distribution "
+            "the data allow gives it (the estimator's extrapolation); read the interval, not the estimate")
+
+
+def _margins(method, r, N, n, pools, metrics, ks, params, rng) -> dict:
+    """The bias margins of ``method`` at the cut-offs ``ks`` (module docstring): the smooth fits' for one
+    sample size and :data:`~.auto.MARGIN_METHODS` (BV with auto's gamma), else the data's MLE fit's."""
+    own = {x: v for x, v in params.items() if x not in ("replacement", "grid")}
+    if (isinstance(n, int) and method in MARGIN_METHODS and not (pools is not None and method == "cls")
+            and (not own or (method == "bv" and own == {"gamma": GAMMA}))):
+        out = bias_margins(r, N if pools is None else pools, n, metrics, ks, method, params, rng=rng)
+        if len(out) == len(metrics) * len(ks):
+            return out
+    return design_margins(r, N, n, pools, metrics, ks, method, params, rng=rng)
+
+
+def apply_interval_policy(estimates, sampled_ranks, n_items, sample_size, k, ci, interval="kept", params=None,
+                          rng=None, rules=None) -> dict:
+    r"""The policy's intervals (module docstring) for ``estimates`` (``{method: {metric:
+    MetricEstimate}}``, each with its bootstrap interval where the rule needs one, NaN elsewhere):
+    ``{method: {metric: KeptEstimate}}``. One computation of the identification bounds for every method
+    and metric below the rule, one margin simulation per method above it (draws from ``rng``). ``params``: the
+    methods' options (``replacement``, ``grid``, ``gamma``, ...; the routed ones of each method)."""
+    params = dict(params or {})
+    seq = np.ndim(k) > 0
+    ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
+    gen = as_rng(rng)
+    r, N, n, pools = _prepare(sampled_ranks, n_items, sample_size, {x: params[x] for x in ("replacement",)
+                                                                     if x in params})
+    metrics = sorted({canonical_metric(m) for per in estimates.values() for m in per})
+    rules_of = {meth: (rules if rules is not None else interval_policy(n_items, sample_size, ks, meth, interval))
+                for meth in estimates}
+    low_ks = [kk for kk in ks if any(rules_of[meth][kk].kind == "bounds" for meth in estimates)]
+    margins = {}
+    for meth in estimates:
+        high = [kk for kk in ks if rules_of[meth][kk].kind == "bootstrap+margin"]
+        if high:
+            mp = _route(meth, params)
+            margins[meth] = _margins(meth, r, N, n, pools, metrics, high, mp, gen)
+            missing = [kk for kk in high if any((m, kk) not in margins[meth] for m in metrics)]
+            low_ks += [kk for kk in missing if kk not in low_ks]
+    need = low_ks
+    bnd = {}
+    if need:
+        b = identification_bounds(r, N if pools is None else pools, n, metrics, need, ci,
+                                  params.get("replacement", True), grid=_dense_for_pools(params.get("grid"), pools))
+        bnd.update({(m, kk): (float(np.atleast_1d(b.low[m])[j]), float(np.atleast_1d(b.high[m])[j]))
+                    for m in metrics for j, kk in enumerate(need)})
+    out = {}
+    for meth, per in estimates.items():
+        out[meth] = {}
+        for name, e in per.items():
+            m = canonical_metric(name)
+            est = np.atleast_1d(np.asarray(e.estimate, float))
+            lo, hi = np.atleast_1d(np.asarray(e.low, float)).copy(), np.atleast_1d(np.asarray(e.high, float)).copy()
+            kinds, idents, mar, bad = [], [], np.zeros(len(ks)), np.zeros(len(ks), dtype=bool)
+            for j, kk in enumerate(ks):
+                rule = rules_of[meth][kk]
+                kind = rule.kind
+                if kind == "bootstrap+margin":
+                    b = margins.get(meth, {}).get((m, kk))
+                    if b is None:
+                        kind = "bounds"  # no margin on these data: the bounds, whose coverage needs none
+                    else:
+                        lo[j], hi[j], mar[j] = lo[j] - b, hi[j] + b, b
+                if kind == "bounds":
+                    lo[j], hi[j] = bnd[(m, kk)]
+                    bad[j] = not (lo[j] - 1e-9 <= est[j] <= hi[j] + 1e-9)
+                lo_m, hi_m = metric_range(m, kk, N)
+                bad[j] |= not (lo_m - 1e-9 <= est[j] <= hi_m + 1e-9) or not np.isfinite(est[j])
+                kinds.append(kind)
+                idents.append(rule.identified)
+            conv = (lambda v: np.asarray(v)) if seq else (lambda v: v[0])
+            fields = {f.name: getattr(e, f.name) for f in dataclasses.fields(MetricEstimate)}
+            fields.update(low=conv(lo) if seq else float(lo[0]), high=conv(hi) if seq else float(hi[0]),
+                          identified=np.array(idents) if seq else bool(idents[0]),
+                          interval=np.array(kinds, dtype=object) if seq else kinds[0])
+            out[meth][name] = KeptEstimate(**fields, margin=conv(mar) if seq else float(mar[0]),
+                                           impossible=np.array(bad) if seq else bool(bad[0]))
+    return out
+
+
+def _dense_for_pools(grid, pools):
+    """Per-user pools go to the dense estimators (the EM and the bounds work on the distinct
+    :math:`(N_u, n_u, r_u)` triples, not on an :math:`N \\times n` kernel) unless a grid is asked for:
+    the catalogue-scale grid does not take pools today."""
+    return False if pools is not None and grid is None else grid
+
+
+def difference_interval(row_a: dict, row_b: dict, boot_low, boot_high, ci: float, same_bootstrap: bool = True) -> dict:
+    r"""The interval of the difference A - B of two rows (dicts with ``low``, ``high``, ``interval``
+    (a kind of :data:`KINDS`) and ``bias_margin``), given the bootstrap interval of the difference
+    ``[boot_low, boot_high]`` (ignored where the rule does not use it; ``same_bootstrap``: both rows
+    come from one set of replicates). Returns ``{"low", "high", "interval", "level", "decides"}``: the
+    rule of the module docstring; ``decides`` whenever the interval excludes 0."""
+    kinds = {row_a["interval"], row_b["interval"]}
+    if "bounds" in kinds or not same_bootstrap or not (np.isfinite(boot_low) and np.isfinite(boot_high)):
+        lo, hi = row_a["low"] - row_b["high"], row_a["high"] - row_b["low"]
+        kind, level = ("bounds" if "bounds" in kinds else "intervals"), 1.0 - 2.0 * (1.0 - ci)
+    else:
+        m = float(row_a.get("bias_margin") or 0.0) + float(row_b.get("bias_margin") or 0.0)
+        lo, hi = boot_low - m, boot_high + m
+        kind, level = ("bootstrap+margin" if m > 0 else "bootstrap"), ci
+    return {"low": float(lo), "high": float(hi), "interval": kind, "level": float(level),
+            "decides": bool(lo > 0 or hi < 0)}
