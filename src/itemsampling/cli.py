@@ -501,7 +501,8 @@ def format_report(result: dict) -> str:
         lines += ["", f"Differences A - B with intervals at level {lev_text} (column 'level'; "
                       f"{pct}: the bootstrap of the difference, widened by the two models' bias margins where they "
                       f"have one; {100 * (1 - 2 * (1 - result['confidence'])):g}%: the difference of the two models' "
-                      "intervals, where either has the identification bounds). A difference whose interval excludes 0 "
+                      "intervals where either has the identification bounds, which holds with probability at least "
+                      f"{100 * (1 - 2 * (1 - result['confidence'])):g}%). A difference whose interval excludes 0 "
                       "decides the order. Paired: the same users resampled jointly; unpaired: independently."]
         header = ["A", "B", "metric", "A - B", "interval", "level", "pairing", "verdict"]
         body = [[c["model_a"], c["model_b"], c["label"], f"{c['difference']:+.4f}",
@@ -654,6 +655,7 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
     No bootstrap runs for a cut-off that no model resolves. ``"bootstrap"``: the bootstrap
     everywhere."""
     # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
+    from .estimators import difference_interval
     from .estimators.bootstrap import bootstrap_p_value, percentile_interval
     from .estimators.weighted import bootstrap_weights, weighted_bounds, weighted_replicates
 
@@ -706,7 +708,8 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
                 rows.append({"model": m, "metric": metric, "k": k, "label": _label(metric, k),
                              "estimate": float(est[j]), "low": lo, "high": hi,
                              "sampled": float(raw[j]), "n_users": int(d.users.size), "uniform": float(uni[j]),
-                             "identified": ident(m, k), "interval": "bounds" if k in bnd else "bootstrap"})
+                             "identified": ident(m, k), "interval": "bounds" if k in bnd else "bootstrap",
+                             "design": "fixed", "bias_margin": 0.0, "interval_width": hi - lo})
     for ia, a in enumerate(names):
         for b in names[ia + 1:]:
             paired = draws[a][1] == draws[b][1]
@@ -715,19 +718,26 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
                     (ea, ra, ba), (eb, rb, bb) = reps[a, metric, k], reps[b, metric, k]
                     diff = ea - eb
                     both = ident(a, k) and ident(b, k)
-                    if bounded and not both:  # the difference of the two models' intervals
-                        (la, ha), (lb, hb) = ba, bb
-                        lo, hi, pv, kind = float(la - hb), float(ha - lb), None, "bounds"
-                    else:
-                        lo, hi = (float(x) for x in percentile_interval(ra - rb, ci))
-                        pv, kind = bootstrap_p_value(ra - rb), "bootstrap"
-                    apart = (lo > 0 or hi < 0) and both
+                    kinds = {m_: ("bounds" if bounded and not ident(m_, k) else "bootstrap") for m_ in (a, b)}
+                    lo_b = hi_b = pv = float("nan")
+                    if ra is not None and rb is not None:  # paired draws, or independent ones (unpaired)
+                        lo_b, hi_b = (float(x) for x in percentile_interval(ra - rb, ci))
+                        pv = float(bootstrap_p_value(ra - rb))
+                    d = difference_interval({"low": ba[0], "high": ba[1], "interval": kinds[a], "identified": ident(a, k)},
+                                            {"low": bb[0], "high": bb[1], "interval": kinds[b], "identified": ident(b, k)},
+                                            lo_b, hi_b, ci)
+                    why = (None if d["interval"] == "bootstrap" else
+                           "the interval is the difference of the two models' intervals (Bonferroni), which gives a "
+                           "level, not a p-value")
+                    lev = f"{100 * d['level']:g}%"
                     comparisons.append({
                         "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
-                        "difference": diff, "low": lo, "high": hi, "p_value": pv,
-                        "paired": bool(paired), "told_apart": bool(apart), "identified": bool(both),
-                        "interval": kind,
-                        "verdict": ((f"{a} > {b}" if diff > 0 else f"{b} > {a}") if apart else
+                        "difference": diff, "low": d["low"], "high": d["high"],
+                        "p_value": pv if why is None else None, **({"p_value_reason": why} if why else {}),
+                        "paired": bool(paired), "told_apart": d["decides"], "identified": bool(both),
+                        "interval": d["interval"], "level": d["level"],
+                        "verdict": ((f"{a} > {b}" if d["low"] > 0 else f"{b} > {a}")
+                                    + ("" if d["level"] == ci else f" (at {lev})") if d["decides"] else
                                     "cannot be told apart" if both else "not identified (K below the rule)"),
                     })
     say(f"      done in {time.perf_counter() - t0:.1f} s")
@@ -745,7 +755,7 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
         "confidence": ci, "n_boot": n_boot, "seed": seed, "target": "population",
         "models": {m: {"n_users": int(d.users.size), "sample_size": sizes[m], "n_items": pool_summary(d.pools),
                        "decoys": sizes[m] - 1} for m, d in table.models.items()},
-        "estimates": rows, "comparisons": comparisons, "notes": [], "weighted": True,
+        "estimates": rows, "comparisons": comparisons, "notes": [], "weighted": True, "design": "fixed",
     }
 
 

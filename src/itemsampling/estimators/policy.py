@@ -252,7 +252,9 @@ def difference_interval(row_a: dict, row_b: dict, boot_low, boot_high, ci: float
     (a kind of :data:`KINDS`) and ``bias_margin``), given the bootstrap interval of the difference
     ``[boot_low, boot_high]`` (ignored where the rule does not use it; ``same_bootstrap``: both rows
     come from one set of replicates). Returns ``{"low", "high", "interval", "level", "decides"}``: the
-    rule of the module docstring; ``decides`` whenever the interval excludes 0."""
+    rule of the module docstring; ``decides`` whenever the interval excludes 0, except for a plain
+    bootstrap of a row that is not ``identified`` (``interval="bootstrap"`` asked for below the rule),
+    which does not cover the estimator's bias."""
     kinds = {row_a["interval"], row_b["interval"]}
     if "bounds" in kinds or not same_bootstrap or not (np.isfinite(boot_low) and np.isfinite(boot_high)):
         lo, hi = row_a["low"] - row_b["high"], row_a["high"] - row_b["low"]
@@ -261,5 +263,7 @@ def difference_interval(row_a: dict, row_b: dict, boot_low, boot_high, ci: float
         m = float(row_a.get("bias_margin") or 0.0) + float(row_b.get("bias_margin") or 0.0)
         lo, hi = boot_low - m, boot_high + m
         kind, level = ("bootstrap+margin" if m > 0 else "bootstrap"), ci
+    # a plain bootstrap below the rule (interval="bootstrap" on request) does not cover the bias: it never decides
+    covers = kind != "bootstrap" or (row_a.get("identified", True) and row_b.get("identified", True))
     return {"low": float(lo), "high": float(hi), "interval": kind, "level": float(level),
-            "decides": bool(lo > 0 or hi < 0)}
+            "decides": bool((lo > 0 or hi < 0) and covers)}
