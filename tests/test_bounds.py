@@ -245,9 +245,9 @@ def test_the_default_interval_below_and_above_the_rule():
         assert (e.low[0], e.high[0]) == pytest.approx((b.low["ndcg"], b.high["ndcg"]), abs=1e-12)
         assert margin > 0
         assert (e.low[1], e.high[1]) == pytest.approx((boot.low[0] - margin, boot.high[0] + margin), abs=1e-12)
-        # a method without a margin (its own options): the bootstrap, as it is
+        # a method with options of its own: its margin simulated under the data's MLE fit (estimators.policy)
         w = estimate_metric(r, N, n, "ndcg", 30, "mes", ci=0.9, n_boot=30, rng=1, eta=0.5)
-        assert w.interval == "bootstrap" and w.identified is True
+        assert w.interval == "bootstrap+margin" and w.identified is True and w.margin > 0
         assert e.estimate[0] == pytest.approx(estimate_metric(r, N, n, "ndcg", 10, "mle"))
         # every method shares the one set of bounds below the rule
         both = estimate_metrics(r, N, n, ["ndcg"], 10, ["bv", "cls"], ci=0.9, n_boot=30, rng=1, gamma=0.1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import as_rng
 from ..metrics import canonical_metric
 from .auto import AUTO_ONLY, AUTO_OPTIONS, auto_estimates, check_auto_params
 from .bootstrap import MetricEstimate, bootstrap_metrics
@@ -160,7 +161,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
         check_auto_params({x: v for x, v in params.items() if x not in _AUTO_ONLY})
         for m in ([metrics] if isinstance(metrics, str) else metrics):
             canonical_metric(m)
-        gen = rng
+        gen = as_rng(rng)
         rest = [m for m in methods if m != "auto"]
         shared = {x: v for x, v in params.items() if x in AUTO_OPTIONS or x == "interval"}
         out = estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, rest, ci, n_boot, gen, target,
@@ -230,15 +231,16 @@ def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, 
 def _entry(ci, n_boot, rng, target, n_items, params):
     """The checks of the public entry points, once, whether or not the path taken uses the argument
     (:func:`~.policy.check_interval_args`), and the routing of per-user pools to the dense estimators
-    (:func:`~.policy._dense_for_pools`). ``rng`` comes back a Generator (the same stream as the seed)."""
+    (:func:`~.policy._dense_for_pools`). ``rng`` comes back as given (checked): a seed seeds the bootstrap
+    and, afresh, the margins' simulation, as before."""
     params = dict(params)
-    ci, n_boot, gen, target, interval = check_interval_args(ci, n_boot, rng, target, params.get("interval", "kept"))
+    ci, n_boot, _, target, interval = check_interval_args(ci, n_boot, rng, target, params.get("interval", "kept"))
     if "interval" in params:
         params["interval"] = interval
     pools = n_items if np.ndim(n_items) > 0 and np.unique(np.asarray(n_items)).size > 1 else None
     if pools is not None and _dense_for_pools(params.get("grid"), pools) is False and "grid" not in params:
         params["grid"] = False
-    return ci, n_boot, gen, target, params
+    return ci, n_boot, rng, target, params
 
 
 def _refuse_auto_only(params) -> None:
