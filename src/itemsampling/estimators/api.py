@@ -200,11 +200,12 @@ def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, 
     # a full ranking: every method's estimate is the plain mean over users (method "sampled")
     run = ["sampled"] if full else meths
     boot_ks = [kk for kk in ks if any(rules[meth][kk].needs_bootstrap for meth in meths)]
-    points = _point_metrics(sampled_ranks, n_items, sample_size, mets, ks, run, params, warn=False)
+    own = {x: v for x, v in params.items() if x in ("replacement", "grid")} if full else params
+    points = _point_metrics(sampled_ranks, n_items, sample_size, mets, ks, run, own, warn=False)
     boot = None
     if boot_ks and not (full and target == "test-users"):  # the test users' own metric is known exactly
         boot = several(sampled_ranks, n_items, sample_size, mets, boot_ks, run, ci=ci, n_boot=n_boot, rng=rng,
-                       **params)
+                       **own)
     res = {}
     for meth in meths:
         src = "sampled" if full else meth
