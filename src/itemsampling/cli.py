@@ -601,8 +601,9 @@ def _build_parser():
     e.add_argument("--interval", default=None, choices=("kept", "bootstrap"),
                    help="kept (default): where K is below the resolution rule K >= 2 N/(n-1) the row is marked "
                         "'not identified' and its interval is the identification bounds (the range of the metric "
-                        "the data allow); above it the bootstrap interval widened by the estimator's bias margin "
-                        "(methods mle, mes, cls, bv with gamma 0.1, and auto's choice; the others: the bootstrap). "
+                        "the data allow); above it the bootstrap interval widened by the estimator's simulated bias "
+                        "margin (every method and design, adaptive sampling included); a full ranking (sample_size = "
+                        "n_items) the plain mean with the user bootstrap. "
                         "bootstrap: the estimator's own bootstrap interval everywhere (it does not cover the "
                         "estimator's bias below the rule)")
     e.add_argument("--target", default="population", choices=("population", "test-users"),

@@ -899,6 +899,18 @@ def design_margins(r, N, n, pools, metrics, ks, method: str, params=None, rng=No
     return {(m, k): float(abs(bias[i, j])) for i, m in enumerate(metrics) for j, k in enumerate(ks)}
 
 
+def _unsimulated_margin(cache, sel, r, N, n, pools, metrics, ks, plan, params, gen) -> dict:
+    """The bias margins of auto's only candidate where its selection simulated nothing (per-user sample
+    sizes: MLE alone), by :func:`design_margins` under the data's MLE fit, once per call (``cache``)."""
+    if "done" not in cache:
+        high = [kk for kk in ks if plan[kk][0] == "bootstrap+margin"]
+        c = sel.chosen[(metrics[0], high[0])] if high else "mle"
+        opts = {x: params[x] for x in ("replacement",) if x in params}
+        cache.update(design_margins(r, N, n, pools, metrics, high, c, opts, rng=gen) if high else {})
+        cache["done"] = True
+    return cache
+
+
 def _pick(values, j):
     return float(np.atleast_1d(values)[j])
 
@@ -943,7 +955,7 @@ def auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci=None, n_b
         for c in chosen:  # each chosen method with its own settings, on the same replicates (same seed)
             ivals[c] = several(sampled_ranks, n_items, sample_size, metrics, boot_ks, [c], ci=ci, n_boot=n_boot,
                                rng=np.random.default_rng(seed), **own[c])[c]
-    out = {}
+    out, dm = {}, {}
     for m in metrics:
         est, lo, hi, mar, meth, kind, width = [], [], [], [], [], [], []
         for j, kk in enumerate(ks):
@@ -952,6 +964,8 @@ def auto_estimates(sampled_ranks, n_items, sample_size, metrics, k, ci=None, n_b
             est.append(sel.estimates[(m, kk)][c])
             kd = plan[kk][0] if ci is not None else None
             b = sel.margin(m, kk) if kd == "bootstrap+margin" or (ci is None and widen) else 0.0
+            if kd == "bootstrap+margin" and not sel.bias.get((m, kk)):  # nothing simulated (per-user sizes)
+                b = _unsimulated_margin(dm, sel, r, N, n, pools, metrics, ks, plan, params, gen).get((m, kk), b)
             mar.append(b)
             kind.append(kd)
             if ci is not None:
@@ -1039,7 +1053,7 @@ def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users,
         return max((max((abs(v) for v in sels[mo].bias.get(mk, {}).get(c, {}).values()), default=0.0) for mo in mos))
 
     conv = (lambda v: np.array(v)) if seq else (lambda v: v[0])
-    estimates, comparisons, reps = {}, {}, {}
+    estimates, comparisons, reps, dms = {}, {}, {}, {}
     for mo in models:
         estimates[mo] = {}
         reps[mo] = np.empty_like(first.replicates[mo])
@@ -1057,6 +1071,9 @@ def auto_models(ranks, n_items, sample_size, metrics, k, ci, n_boot, rng, users,
                 kd = plan[kk][0]
                 b = (max((abs(v) for v in sels[mo].bias.get((m, kk), {}).get(c, {}).values()), default=0.0)
                      if kd == "bootstrap+margin" else 0.0)
+                if kd == "bootstrap+margin" and not sels[mo].bias.get((m, kk)):  # nothing simulated (per-user sizes)
+                    b = _unsimulated_margin(dms.setdefault(mo, {}), sels[mo], r, N, n, pools, metrics, ks, plan,
+                                            params, gen).get((m, kk), b)
                 est.append(_pick(e.estimate, j))
                 if kd == "bounds":
                     lo.append(float(bnd.low[m][bnd_ks.index(kk)]))
