@@ -861,7 +861,9 @@ def design_margins(r, N, n, pools, metrics, ks, method: str, params=None, rng=No
     the pool :math:`N_u` of a data user: the rank-fraction model of :mod:`.distribution`), the method is
     applied to each (the user bootstrap's replicate machinery, :class:`.bootstrap._Replicator`), and the
     margin is :math:`|ar T^* - T(\widehat P)|`, the mean simulated error against the metric of the fit
-    (the truth of the simulation). Added to both ends of a percentile interval, it moves the interval by
+    (the truth of the simulation); for CLS and BV with one sample size (linear in the sampled-rank
+    histogram) the bias under the fit in closed form (:func:`_linear_exact`), free of simulation noise.
+    Added to both ends of a percentile interval, it moves the interval by
     the estimator's bias where the fit is close to the truth, which is what the identified rows (the
     resolution rule) assume. On validated input; ``{(metric, k): margin}``, ``{}`` if the method or the
     fit fails (the caller then keeps the identification bounds)."""
@@ -874,6 +876,10 @@ def design_margins(r, N, n, pools, metrics, ks, method: str, params=None, rng=No
         P = np.asarray(_fit(r, N, n, "mle", replacement, {}, None).distribution, np.float64)
         P = np.clip(P, 0.0, None)
         P = P / P.sum()
+        if isinstance(n, int) and pools is None and method in _LINEAR:  # linear: the bias in closed form
+            own = {x: v for x, v in params.items() if x in ("gamma", "replacement")}
+            _, b = _linear_exact(P, N, n, metrics, ks, method, own, replacement, r.size)
+            return {(m, k): float(abs(b[i, j])) for i, m in enumerate(metrics) for j, k in enumerate(ks)}
         truth = _estimate(r, N, n, metrics, ks, "mle", {"replacement": replacement}, {}, pools)
         keys = []
         for _ in range(n_sim):
