@@ -30,6 +30,18 @@ Designs (the target is always :math:`T` over all :math:`M` users):
   :func:`itemsampling.sampling.adaptive_sample_ranks` and the MLE with per-user sizes. Cost
   :math:`\sum_u n_u`, the sampled items that TORS Eq. 44 apportions to the resolved users
   (:func:`itemsampling.sampling.adaptive_sampling_cost`).
+* **adaptive ladders that resolve the cut-off** (the default, ``adaptive=None``): the ladders
+  :math:`(n_0, n_{max})` whose :math:`n_{max}` is the first doubling of :math:`n_0` with
+  :math:`K \ge c\,N/(n_{max}-1)` (:func:`resolving_ladders`; :math:`n_{max} \ge 1 + 2N/K`), for
+  :math:`n_0` in ``sizes`` and the :math:`\lceil n^*/2^j \rceil` that end exactly at the smallest
+  resolving size :math:`n^*`; each one's expected cost in closed form under every fit
+  (:func:`expected_adaptive_size`, the worst case over the fits), the ``n_ladders`` cheapest simulated,
+  and, when none meets ``margin`` on every user, the most accurate one's :math:`n_{max}` doubled (at
+  most twice). Such a design's own sampled ranks identify the metric, whatever the pilot.
+* **the fixed size that resolves the cut-off**, :math:`n^*`: listed with its cost, and simulated
+  (a quarter of ``n_sim`` runs, at least 5, on the rank grid) only when it or its user + item mix on
+  :math:`M/4` users could be chosen (:attr:`EvaluationPlan.skipped` otherwise): its estimator's time
+  grows with :math:`n`.
 * **user + item sampling**: :math:`m` of the :math:`M` users, :math:`n` items each. The error is
   the item-sampling error on :math:`m` users, variance :math:`V M/m` (per-user noise averaged over
   :math:`m` instead of :math:`M` users), bias :math:`b`, plus the user-sampling error, variance
@@ -37,6 +49,8 @@ Designs (the target is always :math:`T` over all :math:`M` users):
   drawn, the first has mean :math:`b` whichever they are). Cost :math:`mn`. Only
   :math:`m \ge M/4` is offered: on fewer users the estimators' errors stop scaling as
   :math:`1/m` (a bounded estimate from few sampled ranks) and :math:`VM/m` overstates them.
+  **User + adaptive sampling** is the same mix with an adaptive ladder (:math:`m` users, each with the
+  ladder's expected cost); with ``margin`` only the fewest users that meet it are listed.
 
 The rank distribution comes from a **pilot** (sampled ranks of a small run, in the format of
 ``python -m itemsampling estimate``) or, without one, from a **stated Beta prior** on the rank
@@ -865,6 +879,9 @@ def format_plan(plan: EvaluationPlan) -> str:
                f", then estimate_metrics(table.rank, table.n_items, table.sample_size, [\"{plan.metric}\"], "
                f"[{plan.k}], [\"{e}\"]{opts})")
         lines.append(f"Run it{each} with itemsampling.evaluation: table = {plan.chosen.call}{est}.")
+        what_k = "" if plan.k is None else f" --k {plan.k}"
+        lines.append(f"Or write it (table.to_csv(path, index=False){', one file with a model column' if plan.compare else ''}) "
+                     f"and read it with: python -m itemsampling estimate path --metric {plan.metric}{what_k}")
     source = "the worst case over the fits above" if several else "the rank distribution above"
     lines.append(f"Half-widths are predictions from {source} (simulated through the sampling "
                  "kernel, each design run --n-sim times); see the guide's 'Planning an evaluation'.")
