@@ -97,7 +97,8 @@ def test_choice_rules_and_reproducibility():
     assert a.chosen in meeting and a.chosen.cost == min(d.cost for d in meeting)
     assert a.designs[0].design == "full ranking" and a.designs[0].half_width == 0 and a.designs[0].cost == M * N
     assert {d.design for d in a.designs} == {"full ranking", "user sampling", "item sampling",
-                                             "adaptive item sampling", "user + item sampling"}
+                                             "adaptive item sampling", "user + item sampling",
+                                             "user + adaptive sampling"}
     item = [d for d in a.designs if d.design == "item sampling"]
     assert {(d.sample_size, d.estimator) for d in item} == {(20, "mle"), (20, "bv"), (50, "mle"), (50, "bv")}
     assert all(d.cost == M * d.sample_size for d in item)
@@ -206,7 +207,7 @@ def test_pilot_half_width_is_the_worst_case_over_the_plausible_fits(tmp_path, ca
         if d.design == "user sampling" and d.worst_case is None:
             for f in fits:
                 assert d.half_widths[f] == pytest.approx(_user_half_width(plan.user_sds[f], d.users, Mi, Z95), rel=1e-12)
-        if d.worst_case is not None:  # the pilot (n = 50) does not resolve K = 10: sized by the worst case
+        if d.worst_case is not None and d.design == "user sampling":  # the pilot (n = 50) does not resolve K = 10
             assert d.fit is None and set(d.half_widths.values()) == {_user_half_width(0.5, d.users, Mi, Z95)}
     item = {d.estimator: d for d in plan.designs if d.design == "item sampling"}
     assert len(set(item["mle"].half_widths.values())) == len(fits)  # a simulation per fit, not one copied
@@ -297,7 +298,7 @@ def test_a_pilot_below_the_resolution_identifies_only_designs_that_do_not_rest_o
     plan = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, **kw)
     m = worst_case_users("recall", 10, Mi, 0.2)
     assert m == _users_for_margin(0.5, Mi, Z95, 0.2) and 2 <= m < Mi // 16
-    worst = [d for d in plan.designs if d.worst_case is not None]
+    worst = [d for d in plan.designs if d.worst_case is not None and d.design == "user sampling"]
     assert sorted(d.users for d in worst) == sorted({m, Mi // 16, Mi // 4, Mi // 2})
     for d in worst:
         assert d.design == "user sampling" and d.worst_case == "variance <= 0.25" and d.identified
@@ -324,13 +325,23 @@ def test_a_pilot_below_the_resolution_identifies_only_designs_that_do_not_rest_o
     both = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, compare=(1.0, 3.0), **kw)
     m2 = _users_for_margin(math.sqrt(0.5), Mi, Z95, 0.2)
     assert both.unresolved == plan.unresolved.replace("0.25", "0.5") and both.chosen.worst_case == "variance <= 0.5"
-    assert both.chosen.users == m2 == worst_case_users("recall", 10, Mi, 0.2, compare=True) and both.chosen.cost == 2 * m2 * Ni
+    wc = [d for d in both.designs if d.design == "user sampling" and d.worst_case is not None and d.half_width <= 0.2]
+    assert min(d.users for d in wc) == m2 == worst_case_users("recall", 10, Mi, 0.2, compare=True)
+    assert min(d.cost for d in wc) == 2 * m2 * Ni
+    # the cheapest identified design: here the resolving fixed size n = 201 on a worst-case user sample
+    assert both.chosen == min([d for d in both.designs if d.identified and d.half_width <= 0.2],
+                              key=lambda d: (d.cost, d.half_width))
     path = tmp_path / "pilot.csv"
     path.write_text("rank\n" + "\n".join(map(str, r)) + "\n")
     assert main(["plan", "--n-items", str(Ni), "--n-users", str(Mi), "--pilot", str(path), "--sample-size", "50",
                  "--margin", "0.2", "--sizes", "20", "--estimators", "bv", "--n-sim", "5", "--seed", "5"]) == 0
     out = capsys.readouterr().out
-    assert out.count("Not identified: ") == 1 and f'design="full", n_users={m}, rng=seed)' in out
+    # the command searches the adaptive ladders that resolve K (no --adaptive option): the API's plan, the same call
+    cli_plan = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, pilot=r, sample_size=50, rng=5, sizes=(20,),
+                               estimators=("bv",), n_sim=5)
+    assert cli_plan.chosen.identified and cli_plan.chosen.cost < plan.chosen.cost  # cheaper than worst-case users
+    assert out.count("Not identified: ") == 1 and f"table = {cli_plan.chosen.call}" in out
+    assert f"user sampling, {m} users fully ranked (worst case: variance <= 0.25)" in out  # still listed
 
 
 def test_adaptive_designs_are_judged_at_their_own_resolution():
@@ -451,3 +462,90 @@ def test_the_resolution_rule_refuses_bad_sizes_naming_them():
         resolves(100, 10, 0)
     # per-user sizes: the largest, 12, resolves K >= 2 * 100 / 11 = 18.2
     assert resolves(100, np.array([5, 12]), 18) is False and resolves(100, np.array([5, 12]), 19) is True
+
+
+def test_expected_adaptive_size_by_hand_and_against_the_sampled_cost():
+    """E n_u = n0 + sum_j (n_j - n_{j-1}) P(r = 1 at n_{j-1}), (1 - theta_R)^(n - 1) with replacement: by hand
+    on tiny cases, and against the item scorings sampled_ranks counts for an adaptive design on a model whose
+    global ranks are known (mean over 4,000 rows within 4 standard errors)."""
+    from itemsampling.evaluation import sampled_ranks
+    from itemsampling.plan import expected_adaptive_size
+
+    assert expected_adaptive_size([1.0, 0, 0, 0, 0], 5, 2, 4) == 4.0  # R = 1 always ranks first: n_max
+    assert expected_adaptive_size([0, 0, 0, 0, 1.0], 5, 2, 4) == 2.0  # R = N never does: n0
+    # uniform R on 1..5, ladder 2 -> 4: 2 + 2 * mean(1 - (R - 1)/4) = 3
+    assert expected_adaptive_size(np.full(5, 0.2), 5, 2, 4) == pytest.approx(3.0, rel=1e-12)
+    # two doublings: 2 + 2 (3/4) + 4 (3/4)^3
+    P = np.zeros(9)
+    P[2] = 1.0  # R = 3 of N = 9: theta = 1/4
+    assert expected_adaptive_size(P, 9, 2, 8) == pytest.approx(2 + 2 * 0.75 + 4 * 0.75 ** 3, rel=1e-12)
+    with pytest.raises(ValueError, match="rank_distribution"):
+        expected_adaptive_size([0.5, 0.6], 2, 2, 2)
+    Ni, Mi = 2000, 4000
+    g = np.random.default_rng(4)
+    R = 1 + g.choice(Ni, size=Mi, p=beta_rank_distribution(Ni, 0.4, 3.0))
+    # a model that ranks item j of user u at global rank R_u for the target: scores = -(position), target at R_u - 1
+    order = np.argsort(g.random((Mi, Ni)), axis=1)
+    pos = np.empty_like(order)
+    np.put_along_axis(pos, order, np.arange(Ni)[None, :], axis=1)
+    targets = order[np.arange(Mi), R - 1]
+
+    def score(users, items):
+        return -pos[users[:, None], items].astype(float)
+
+    tab = sampled_ranks(score, np.arange(Mi), targets, n_items=Ni, design="adaptive", initial_size=25, max_size=800,
+                        rng=1)
+    full = sampled_ranks(score, np.arange(Mi), targets, n_items=Ni, design="full")
+    assert np.array_equal(full["rank"].to_numpy(), R)
+    P_emp = np.bincount(R - 1, minlength=Ni) / Mi
+    want = expected_adaptive_size(P_emp, Ni, 25, 800)
+    sizes = tab["sample_size"].to_numpy()
+    assert tab.attrs["scorings"] == sizes.sum()
+    assert abs(sizes.mean() - want) <= 4 * sizes.std(ddof=1) / math.sqrt(Mi), (sizes.mean(), want)
+
+
+def test_resolving_ladders_end_at_the_first_size_that_resolves_k():
+    from itemsampling.kernel import resolves
+    from itemsampling.plan import resolving_ladders
+
+    N_ = 1000  # K = 10 needs n >= 201
+    ladders = resolving_ladders(N_, 10, sizes=(20, 50, 300))
+    assert (20, 320) in ladders and (50, 400) in ladders and all(n0 < 201 for n0, _ in ladders)
+    assert (101, 202) in ladders and (51, 204) in ladders and (13, 208) in ladders  # ceil(201 / 2^j)
+    for n0, nmax in ladders:
+        ratio = nmax // n0
+        assert nmax == n0 * ratio and ratio & (ratio - 1) == 0 and ratio >= 2
+        assert resolves(N_, nmax, 10) and not resolves(N_, nmax // 2, 10)
+    assert all(nmax <= 250 for _, nmax in resolving_ladders(N_, 10, sizes=(20,), cap=250))
+    assert resolving_ladders(N_, 10, cap=150) == [] and resolving_ladders(N_, None) == []
+
+
+def test_below_the_pilot_resolution_the_plan_chooses_a_cheap_identified_adaptive_design():
+    """N = 4,000, M = 6,000, a pilot at n = 50 (resolves K >= 163): Recall@10 at margin 0.03 is met by an identified
+    design cheaper than worst-case user sampling: an adaptive ladder whose n_max resolves K = 10 (n_max >= 801),
+    alone or on a user sample sized by the worst case; its call runs it; the resolving fixed size is listed as skipped
+    with its cost; design_kwargs gives the call's arguments."""
+    from itemsampling.plan import design_kwargs
+
+    Ni, Mi = 4000, 6000
+    R, r = _pilot("0.4", Ni, Mi, 50, 6)
+    plan = plan_evaluation(Ni, Mi, "recall", 10, margin=0.03, pilot=r[:1000], sample_size=50, rng=2, sizes=(50,),
+                           estimators=("mle",), n_sim=5)
+    c = plan.chosen
+    assert c.identified and c.design in ("adaptive item sampling", "user + adaptive sampling") and c.half_width <= 0.03
+    assert c.sample_size >= 801
+    worst = min(d.cost for d in plan.designs if d.worst_case is not None and d.design == "user sampling"
+                and d.half_width <= 0.03)
+    assert c.cost < worst
+    assert [x["sample_size"] for x in plan.skipped] == [801] and plan.skipped[0]["cost"] == Mi * 801
+    assert "(not simulated: " in format_plan(plan)
+    kw = design_kwargs(c)
+    assert kw["design"] == "adaptive" and kw["initial_size"] == c.initial_size and kw["max_size"] == c.sample_size
+    assert ("n_users" in kw) == (c.design == "user + adaptive sampling")
+    for key, v in kw.items():
+        assert (f'{key}="{v}"' if isinstance(v, str) else f"{key}={v}") in c.call
+    # every listed design below the rule is marked, every resolving one identified
+    for d in plan.designs:
+        if d.design in ("item sampling", "adaptive item sampling", "user + item sampling", "user + adaptive sampling"):
+            from itemsampling.kernel import resolves
+            assert d.identified == resolves(Ni, d.sample_size, 10), d.label

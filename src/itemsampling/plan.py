@@ -30,6 +30,18 @@ Designs (the target is always :math:`T` over all :math:`M` users):
   :func:`itemsampling.sampling.adaptive_sample_ranks` and the MLE with per-user sizes. Cost
   :math:`\sum_u n_u`, the sampled items that TORS Eq. 44 apportions to the resolved users
   (:func:`itemsampling.sampling.adaptive_sampling_cost`).
+* **adaptive ladders that resolve the cut-off** (the default, ``adaptive=None``): the ladders
+  :math:`(n_0, n_{max})` whose :math:`n_{max}` is the first doubling of :math:`n_0` with
+  :math:`K \ge c\,N/(n_{max}-1)` (:func:`resolving_ladders`; :math:`n_{max} \ge 1 + 2N/K`), for
+  :math:`n_0` in ``sizes`` and the :math:`\lceil n^*/2^j \rceil` that end exactly at the smallest
+  resolving size :math:`n^*`; each one's expected cost in closed form under every fit
+  (:func:`expected_adaptive_size`, the worst case over the fits), the ``n_ladders`` cheapest simulated,
+  and, when none meets ``margin`` on every user, the most accurate one's :math:`n_{max}` doubled (at
+  most twice). Such a design's own sampled ranks identify the metric, whatever the pilot.
+* **the fixed size that resolves the cut-off**, :math:`n^*`: listed with its cost, and simulated
+  (a quarter of ``n_sim`` runs, at least 5, on the rank grid) only when it or its user + item mix on
+  :math:`M/4` users could be chosen (:attr:`EvaluationPlan.skipped` otherwise): its estimator's time
+  grows with :math:`n`.
 * **user + item sampling**: :math:`m` of the :math:`M` users, :math:`n` items each. The error is
   the item-sampling error on :math:`m` users, variance :math:`V M/m` (per-user noise averaged over
   :math:`m` instead of :math:`M` users), bias :math:`b`, plus the user-sampling error, variance
@@ -37,6 +49,8 @@ Designs (the target is always :math:`T` over all :math:`M` users):
   drawn, the first has mean :math:`b` whichever they are). Cost :math:`mn`. Only
   :math:`m \ge M/4` is offered: on fewer users the estimators' errors stop scaling as
   :math:`1/m` (a bounded estimate from few sampled ranks) and :math:`VM/m` overstates them.
+  **User + adaptive sampling** is the same mix with an adaptive ladder (:math:`m` users, each with the
+  ladder's expected cost); with ``margin`` only the fewest users that meet it are listed.
 
 The rank distribution comes from a **pilot** (sampled ranks of a small run, in the format of
 ``python -m itemsampling estimate``) or, without one, from a **stated Beta prior** on the rank
@@ -126,17 +140,20 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from scipy import optimize, stats
 
-from ._validation import ResolutionWarning, as_rng, check_int, check_open_unit, check_ranks, check_real
+from ._validation import (
+    ResolutionWarning, as_rng, check_int, check_open_unit, check_probability_vector, check_ranks, check_real,
+)
 from .inputs import InputError, k_value, read_rank_file, seed_value
 from .evaluation import design_call
 from .kernel import RESOLVED, resolves
 from .metrics import canonical_metric, metric_function
-from .sampling import adaptive_sample_ranks, adaptive_sampling_cost, adaptive_sizes, sample_ranks
+from .sampling import adaptive_sample_ranks, adaptive_sizes, sample_ranks
 from .users import hoeffding_margin
 
 __all__ = ["Design", "EvaluationPlan", "plan_evaluation", "beta_rank_distribution", "normal_error_quantile",
            "pilot_resolves", "resolving_pilot_size", "worst_case_user_bound", "worst_case_users",
-           "DEFAULT_SIZES", "DEFAULT_ESTIMATORS", "PILOT_FITS"]
+           "DEFAULT_SIZES", "DEFAULT_ESTIMATORS", "PILOT_FITS", "expected_adaptive_size", "resolving_ladders",
+           "design_kwargs"]
 
 #: Sampled-set sizes tried by default (those below N).
 DEFAULT_SIZES = (50, 100, 200, 500)
@@ -169,7 +186,8 @@ class Design:
     ``identified`` is ``False`` for a design whose prediction needs :math:`P(R)` at ranks :math:`\le K`
     planned from a pilot that does not resolve the cut-off (module docstring): listed, never chosen.
     ``worst_case`` names the bound of a user-sampling design sized without any rank distribution
-    (:func:`worst_case_user_bound`; ``None`` otherwise). ``call`` is the
+    (:func:`worst_case_user_bound`), or of a mixed design's user sample so sized (below the pilot's
+    resolution, where its :math:`n` resolves :math:`K`); ``None`` otherwise. ``call`` is the
     :func:`itemsampling.evaluation.sampled_ranks` call that runs the design on a reader's model (for each
     model with ``compare``).
     """
@@ -200,6 +218,12 @@ class Design:
                     f"{self.users:,} users, {self.estimator}")
         if self.design == "item sampling":
             return f"item sampling, n = {self.sample_size}, all {self.users:,} users, {self.estimator}"
+        users = f"{self.users:,} users" + ("" if self.worst_case is None else f" (worst case: {self.worst_case})")
+        if self.design == "user + adaptive sampling":
+            return (f"user + adaptive sampling, {users}, n0 = {self.initial_size}, nmax = {self.sample_size}, "
+                    f"{self.estimator}")
+        if self.worst_case is not None:
+            return f"user + item sampling, {users}, n = {self.sample_size}, {self.estimator}"
         return f"user + item sampling, {self.users:,} users, n = {self.sample_size}, {self.estimator}"
 
 
@@ -236,6 +260,7 @@ class EvaluationPlan:
     truths: dict = field(default_factory=dict)
     user_sds: dict = field(default_factory=dict)
     unresolved: str = ""
+    skipped: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("designs", "chosen")}
@@ -363,14 +388,90 @@ def worst_case_users(metric: str, k, n_users: int, margin: float, confidence: fl
     return min(max(m, 1), M)
 
 
+def _worst_case_sd(kind: str, value: float, confidence: float) -> float:
+    r"""The per-user standard deviation the user-sampling part of a mixed design takes under the worst case
+    (:func:`worst_case_user_bound`): the bound itself for a variance bound; for Hoeffding's (values in an
+    interval of length :math:`L`) the :math:`s` whose normal half-width :math:`z s/\sqrt m` equals Hoeffding's
+    :math:`L\sqrt{\ln(2/\alpha)/(2m)}` (TORS Eq. 48), :math:`s = L\sqrt{\ln(2/\alpha)/2}/z`."""
+    if kind == "variance":
+        return value
+    z = float(stats.norm.ppf(1.0 - (1.0 - confidence) / 2.0))
+    return value * math.sqrt(math.log(2.0 / (1.0 - confidence)) / 2.0) / z
+
+
+def expected_adaptive_size(rank_distribution, n_items: int, initial_size: int, max_size: int) -> float:
+    r"""Expected item scorings per user of adaptive sampling (TORS Algorithm 1) under a rank distribution
+    :math:`P(R)`: :math:`E\,n_u = n_0 + \sum_{j=1}^{t} (n_j - n_{j-1})\,\Pr(r_u = 1 \text{ at } n_{j-1})`,
+    since the set doubles from :math:`n_{j-1}` exactly when the target still ranks first there; with decoys
+    drawn with replacement :math:`\Pr(r = 1 \mid R; n) = (1 - \theta_R)^{n-1}`, :math:`\theta_R = (R-1)/(N-1)`.
+    It is the mean of the cost that TORS Eq. 44 apportions (:attr:`itemsampling.sampling.SamplingCost.mean_size`
+    of :func:`itemsampling.sampling.adaptive_sampling_cost`, :math:`\sum_j m_j n_j / M`), and what
+    :func:`itemsampling.evaluation.sampled_ranks` counts per row (the target once, then the extra decoys). It
+    depends on a pool only through the rank fraction, so per-user pools share it."""
+    N = check_int(n_items, "n_items", low=2)
+    P = check_probability_vector(rank_distribution, "rank_distribution", length=N, atol=1e-6)
+    ladder = adaptive_sizes(initial_size, max_size, N)
+    with np.errstate(divide="ignore"):
+        log_keep = np.log1p(-np.arange(N) / (N - 1.0))  # log(1 - theta_R); -inf at R = N (never ranks first)
+    size = float(ladder[0])
+    for prev, nxt in zip(ladder[:-1], ladder[1:]):
+        size += float(nxt - prev) * float(P @ np.exp((prev - 1) * log_keep))
+    return size
+
+
+def resolving_ladders(n_items: int, k, sizes=DEFAULT_SIZES, cap: int | None = None, low: int = 10) -> list:
+    r"""The adaptive ladders :math:`(n_0, n_{max} = n_0 2^j)`, :math:`j \ge 1`, whose :math:`n_{max}` is the
+    first size of the ladder that resolves :math:`K` (:func:`itemsampling.kernel.resolves`:
+    :math:`n_{max} \ge n^* = 1 + \lceil cN/K \rceil`, :func:`resolving_pilot_size`), for :math:`n_0` in
+    ``sizes`` and in :math:`\lceil n^*/2^j \rceil \ge` ``low`` (the ladders that end at :math:`n^*` itself,
+    wasting nothing above it), with :math:`n_{max} \le` ``cap`` (default :math:`N`; the smallest pool).
+    Empty for ``k=None`` or when no ladder fits under ``cap``."""
+    N = check_int(n_items, "n_items", low=2)
+    cap = N if cap is None else check_int(cap, "cap", low=2, high=N)
+    if k is None:
+        return []
+    need = resolving_pilot_size(N, check_int(k, "k", low=1, high=N))
+    n0s = {int(s) for s in sizes if 2 <= int(s) < need}
+    j = 1
+    while math.ceil(need / 2 ** j) >= max(2, low):
+        n0s.add(math.ceil(need / 2 ** j))
+        j += 1
+    out = []
+    for n0 in sorted(n0s):
+        nmax = n0
+        while nmax < need:
+            nmax *= 2
+        if nmax <= cap:
+            out.append((n0, nmax))
+    return out
+
+
+def design_kwargs(design: Design) -> dict:
+    """The keyword arguments of :func:`itemsampling.evaluation.sampled_ranks` that run a plan's design (those of
+    :attr:`Design.call` besides the data): ``design`` and its sizes, ``n_users`` for a user sample."""
+    if not isinstance(design, Design):
+        raise ValueError(f"design must be a Design of a plan, got {type(design).__name__}")
+    d = design
+    if d.design in ("full ranking", "user sampling"):
+        kw = {"design": "full"}
+    elif d.initial_size is not None:
+        kw = {"design": "adaptive", "initial_size": d.initial_size, "max_size": d.sample_size}
+    else:
+        kw = {"design": "fixed", "sample_size": d.sample_size}
+    if d.design in ("user sampling", "user + item sampling", "user + adaptive sampling"):
+        kw["n_users"] = d.users
+    return kw
+
+
 def _call(d: Design, N: int) -> str:
     """The sampled_ranks call of a design (:func:`itemsampling.evaluation.design_call`)."""
     if d.design == "full ranking":
         return design_call("full", n_items=N)
     if d.design == "user sampling":
         return design_call("full", n_users=d.users, n_items=N)
-    if d.design == "adaptive item sampling":
-        return design_call("adaptive", initial_size=d.initial_size, max_size=d.sample_size, n_items=N)
+    if d.design in ("adaptive item sampling", "user + adaptive sampling"):
+        return design_call("adaptive", initial_size=d.initial_size, max_size=d.sample_size, n_items=N,
+                           n_users=d.users if d.design == "user + adaptive sampling" else None)
     return design_call("fixed", sample_size=d.sample_size, n_items=N,
                        n_users=d.users if d.design == "user + item sampling" else None)
 
@@ -388,7 +489,7 @@ def _fit_name(fa, fb=None):
 def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confidence=0.95, pilot=None,
                     rng=None, *, sample_size=None, prior=(0.5, 3.0), compare=None, sizes=DEFAULT_SIZES,
                     estimators=DEFAULT_ESTIMATORS, adaptive=None, n_sim: int = 20,
-                    pilot_fits: str = "plausible") -> EvaluationPlan:
+                    pilot_fits: str = "plausible", pools=None, n_ladders: int = 2) -> EvaluationPlan:
     r"""Predicted half-width and cost of every design; the cheapest meeting ``margin`` or the most
     accurate within ``budget`` (module docstring for the designs and the predictions).
 
@@ -418,7 +519,10 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
     sizes, estimators
         The sampled-set sizes (those below :math:`N` are used) and estimators tried.
     adaptive : (n0, nmax), optional
-        The adaptive design; default :math:`n_0` = the smallest size, :math:`n_{max}` the largest
+        One adaptive design to plan. Default: the ladders whose :math:`n_{max}` resolves :math:`K`
+        (:func:`resolving_ladders`), the ``n_ladders`` cheapest by their expected cost
+        (:func:`expected_adaptive_size`, the worst case over the fits) simulated; where none fits under
+        :math:`N` (or ``k=None``), :math:`n_0` = the smallest size and :math:`n_{max}` the largest
         :math:`n_0 2^j \le N/8`.
     n_sim : int
         Simulated runs per item-sampling design and fit (>= 5).
@@ -426,6 +530,12 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         The fits of :math:`P(R)` a pilot gives (:data:`PILOT_FITS`): the smooth fits of
         ``method="auto"`` the pilot does not reject, each design's half-width the worst case over
         them (default), or the single nonparametric MLE fit (the plan before; kept for comparison).
+    pools : array of int, optional
+        The users' pool sizes :math:`N_u \le N` (per-user catalogues, e.g. a pilot table's ``n_items``):
+        a design's sizes stay within the smallest (as :func:`itemsampling.evaluation.sampled_ranks`
+        requires); the rank fraction, hence the kernel and the expected cost, is the same for every pool.
+    n_ladders : int
+        Adaptive ladders simulated (the cheapest by expected cost; default 2).
     """
     # deferred: the estimators load scipy's solvers; the plan sub-command's parser (`--help`) does without
     from .estimators import METHODS, estimate_metrics, estimate_rank_distribution
@@ -445,6 +555,7 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
     if margin is not None and budget is not None:
         raise ValueError("give margin or budget, not both")
     n_sim = check_int(n_sim, "n_sim", low=5)
+    n_ladders = check_int(n_ladders, "n_ladders", low=1)
     if pilot_fits not in PILOT_FITS:
         raise ValueError(f"pilot_fits must be one of {PILOT_FITS}, got {pilot_fits!r}")
     sizes_l = sorted({check_int(s, "sizes", low=2) for s in sizes})
@@ -509,6 +620,13 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         name = max(per, key=per.get)  # the first scenario among equals
         return per[name], name, per
 
+    # a pilot that does not resolve the cut-off (module docstring): the designs whose prediction needs P(R) at
+    # ranks <= K are not identified; the user-sampling part of a mixed design is then sized by the worst case
+    pilots = [x for x in (pilot, compare) if x is not None and not (isinstance(x, tuple) and len(x) == 2)]
+    below = bool(pilots) and pilot_fits == "plausible" and not pilot_resolves(N, sample_size, k)
+    kind, value = worst_case_user_bound(metric, k, compare is not None)
+    sd_mix = ({sc: _worst_case_sd(kind, value, conf) for sc in scen} if below else sd_s)
+
     _, _, per0 = worst(lambda sc: 0.0)
     designs = [Design("full ranking", M, None, None, 0.0, float(M) * N, fit=None, half_widths=per0)]
     fractions = [M // 16, M // 4, M // 2]
@@ -520,13 +638,16 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
     learnt_l = [m for m in est_l if m not in _LINEAR]
     linear_l = [m for m in est_l if m in _LINEAR]
 
+    on_grid = set()  # sizes whose MLE runs on the rank grid (the resolving fixed size: the dense kernel is N x n)
+
     def estimates(r, size, methods):
         """``{method: estimate}`` on one run's sampled ranks; the fixed corrections (CLS, BV) through
         their data-free corrected vectors, built once per size (linear in the sampled-rank histogram)."""
         out = {}
         learnt = [m for m in methods if m not in _LINEAR]
         if learnt:
-            est = estimate_metrics(r, N, size, [metric], k, learnt, **_params(learnt))
+            grid = {"grid": True} if np.max(size) in on_grid else {}
+            est = estimate_metrics(r, N, size, [metric], k, learnt, **_params(learnt), **grid)
             out.update({m: float(est[m][metric]) for m in learnt})
         lin = [m for m in methods if m in _LINEAR]
         if lin:
@@ -536,13 +657,13 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
                                / r.size)
         return out
 
-    def simulate(draw, methods):
-        """Errors about T of each method over ``n_sim`` runs of an item-sampled census under every
+    def simulate(draw, methods, runs=n_sim):
+        """Errors about T of each method over ``runs`` runs of an item-sampled census under every
         scenario: the users' global ranks stay, their sampled ranks are redrawn through the kernel
         each run (run by run, every population of A, then every population of B)."""
-        est_a = {f: {m: np.empty(n_sim) for m in methods} for f in R_a}
-        est_b = None if R_b is None else {f: {m: np.empty(n_sim) for m in methods} for f in R_b}
-        for s in range(n_sim):
+        est_a = {f: {m: np.empty(runs) for m in methods} for f in R_a}
+        est_b = None if R_b is None else {f: {m: np.empty(runs) for m in methods} for f in R_b}
+        for s in range(runs):
             for pops, out in ((R_a, est_a), (R_b, est_b)):
                 if pops is None:
                     continue
@@ -562,16 +683,19 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         hw, fit, per = worst(lambda sc: normal_error_quantile(*mom[sc], conf))
         sc_w = next(sc for sc in scen if names[sc] == fit)
         designs.append(Design(name, M, size, method, hw, cost_per_user * M, n0, mom[sc_w][0], fit, per))
-        if name != "item sampling":
-            return
+        mix = "user + item sampling" if name == "item sampling" else "user + adaptive sampling"
+        # below the pilot's resolution, a mix whose n resolves K sizes its user part by the worst case (identified);
+        # the others keep the fits' spread (not identified either way)
+        wc = below and resolves(N, size, k)
+        sd_u = sd_mix if wc else sd_s
 
         def hw_m(m):  # m of the M users, n items each: item noise grows as M/m, plus user sampling
             return worst(lambda sc: normal_error_quantile(
-                mom[sc][0], mom[sc][1] * M / m + (_user_half_width(sd_s[sc], m, M, 1.0)) ** 2, conf))
+                mom[sc][0], mom[sc][1] * M / m + (_user_half_width(sd_u[sc], m, M, 1.0)) ** 2, conf))
 
         # m >= M/4: with fewer users the estimators' errors stop scaling as 1/m (a bounded
         # estimate on few sampled ranks), and M/m overstates them (the guide shows it)
-        cand = {m for m in fractions[1:] if 2 <= m < M}
+        cand = {m for m in fractions[1:] if 2 <= m < M} if name == "item sampling" or margin is None else set()
         if margin is not None and hw_m(M - 1)[0] <= margin:  # fewest users meeting the margin at this n
             lo, hi = max(2, M // 4), M - 1
             while lo < hi:
@@ -581,8 +705,9 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         for m in sorted(cand):
             h, fit_m, per_m = hw_m(m)
             sc_m = next(sc for sc in scen if names[sc] == fit_m)
-            designs.append(Design("user + item sampling", m, size, method, h, float(m) * cost_per_user, None,
-                                  mom[sc_m][0], fit_m, per_m))
+            designs.append(Design(mix, m, size, method, h, float(m) * cost_per_user, n0,
+                                  mom[sc_m][0], fit_m, per_m,
+                                  worst_case=_worst_case_text(kind, value, compare is not None) if wc else None))
 
     for size in sizes_l:
         if linear_l and not learnt_l:  # the estimators' own note, which only the learnt ones' calls give
@@ -592,36 +717,49 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         errs = simulate(lambda R, size=size: (sample_ranks(R, N, size, rng=gen), size), est_l)
         for method in est_l:
             add_item_designs("item sampling", errs, size, method, float(size))
-    if adaptive is None:
-        n0 = sizes_l[0]
-        nmax = n0
-        while nmax * 2 <= N // 8:
-            nmax *= 2
-    else:
+    # adaptive ladders: the given one, or those whose n_max resolves K (the cheapest n_ladders by their expected
+    # cost under the fits, TORS Eq. 44), or without one the ladder of the plan before
+    cap = N if pools is None else min(N, int(np.min(check_ranks(pools, "pools", high=N))))
+    if adaptive is not None:
         n0, nmax = adaptive
         adaptive_sizes(n0, nmax, N)  # validates n0 >= 2, nmax = n0 2^j <= N
-    if nmax > n0:
-        spent = []
+        ladders = [(int(n0), int(nmax))] if nmax > n0 else []
+    else:
+        ladders = resolving_ladders(N, k, sizes_l, cap)
+        if not ladders:
+            n0 = nmax = sizes_l[0]
+            while nmax * 2 <= min(N // 8, cap):
+                nmax *= 2
+            ladders = [(n0, nmax)] if nmax > n0 else []
+    def expected_size(n0, nmax):
+        """The largest expected set size per user over the scenarios (with compare the mean of both models')."""
+        size_a = {f: expected_adaptive_size(P, N, n0, nmax) for f, P in fits_a.items()}
+        size_b = None if fits_b is None else {f: expected_adaptive_size(P, N, n0, nmax) for f, P in fits_b.items()}
+        return max(size_a[fa] if fb is None else 0.5 * (size_a[fa] + size_b[fb]) for fa, fb in scen)
 
-        def draw_adaptive(R):
-            r, s = adaptive_sample_ranks(R, N, n0, nmax, rng=gen)
-            spent.append(adaptive_sampling_cost(r, s, n0, nmax).mean_size)
-            return r, s
+    def add_ladder(n0, nmax):
+        errs = simulate(lambda R: adaptive_sample_ranks(R, N, n0, nmax, rng=gen), ["mle"])
+        add_item_designs("adaptive item sampling", errs, nmax, "mle", expected_size(n0, nmax), n0)
+        return next(d for d in reversed(designs) if d.design == "adaptive item sampling")
 
-        errs = simulate(draw_adaptive, ["mle"])
-        add_item_designs("adaptive item sampling", errs, nmax, "mle", float(np.mean(spent)), n0)
+    expected = {ld: expected_size(*ld) for ld in ladders}
+    simulated = [add_ladder(*ld) for ld in sorted(ladders, key=lambda ld: (expected[ld], ld))[:n_ladders]]
+    # none meets the margin on every user: the most accurate ladder's n_max doubled, at most twice (finer
+    # resolution at the top, where the kernel noise of a cut-off just above the rule lives)
+    if adaptive is None and margin is not None and simulated and min(d.half_width for d in simulated) > margin:
+        base = min(simulated, key=lambda d: (d.half_width, d.cost))
+        n0, nmax = base.initial_size, base.sample_size
+        for _ in range(2):
+            nmax *= 2
+            if nmax > cap or add_ladder(n0, nmax).half_width <= margin:
+                break
     if compare is not None:  # both models are scored: twice the item scorings
         designs = [replace(d, cost=2.0 * d.cost) for d in designs]
-    # a pilot that does not resolve the cut-off: the designs whose prediction needs P(R) at ranks <= K are not
-    # identified; user sampling sized by the worst case, and adaptive designs whose n_max resolves K, are
-    # (module docstring)
-    pilots = [x for x in (pilot, compare) if x is not None and not (isinstance(x, tuple) and len(x) == 2)]
     unresolved = ""
-    if pilots and pilot_fits == "plausible" and not pilot_resolves(N, sample_size, k):
+    if below:
         need = resolving_pilot_size(N, k)
         larger = (f"a pilot at n >= {need:,} (1 + {RESOLVED:g} N/K)" if need <= N else
                   f"no sampled pilot (it would need n >= {need:,} > N)")
-        kind, value = worst_case_user_bound(metric, k, compare is not None)
         bound = _worst_case_text(kind, value, compare is not None)
         ms_w = {m for m in fractions if 2 <= m < M}
         if margin is not None:
@@ -636,30 +774,58 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
             worst_designs = [replace(d, cost=2.0 * d.cost) for d in worst_designs]
         unresolved = (f"the pilot at n = {sample_size} resolves cut-offs K >= {RESOLVED:g} N/(n - 1) = "
                       f"{RESOLVED * N / (sample_size - 1):.1f}, and K = {k} is below it: no fit of the pilot knows "
-                      f"P(R) at ranks <= K, so every design whose half-width rests on it (item sampling's bias, user "
-                      f"sampling's per-user spread) is a guess (not identified). Identified: full ranking; user "
-                      f"sampling sized by the worst case ({bound}), which needs no rank distribution; adaptive "
-                      f"designs whose n_max resolves K (their own ranks identify it; their half-width is still "
-                      f"simulated under the pilot's fits). For the other designs rank everything, or plan from "
-                      f"{larger}, which resolves K = {k}.")
-        designs = [d if d.design == "full ranking" or (d.design == "adaptive item sampling" and resolves(N, d.sample_size, k))
+                      f"P(R) at ranks <= K, so every design whose half-width rests on it (the bias of item sampling "
+                      f"below the rule, user sampling's per-user spread) is a guess (not identified). Identified: full "
+                      f"ranking; user sampling sized by the worst case ({bound}), which needs no rank distribution; "
+                      f"fixed and adaptive designs whose n (n_max) resolves K (their own ranks identify it; their "
+                      f"half-width is still simulated under the pilot's fits), with a user sample sized by the same "
+                      f"worst case. For the other designs rank everything, or plan from {larger}, which resolves "
+                      f"K = {k}.")
+        designs = [d if d.design == "full ranking" or (d.design != "user sampling" and resolves(N, d.sample_size, k))
                    else replace(d, identified=False) for d in designs] + worst_designs
-    designs = [replace(d, call=_call(d, N)) for d in designs]
     plan = EvaluationPlan(N, M, metric, k, conf, margin, budget, source, compare is not None, truth, sd, designs,
                           fits=fits, fit_tests=fit_tests, fallback=fallback,
                           truths={names[sc]: v for sc, v in truth_s.items()},
                           user_sds={names[sc]: v for sc, v in sd_s.items()}, unresolved=unresolved)
-    cheapest = min(d.cost for d in designs)
-    usable = [d for d in designs if d.identified]
-    if budget is not None:
-        if budget < cheapest:
-            raise ValueError(f"budget must be at least {cheapest:,.0f} item scorings, the cost of the cheapest "
-                             f"design ({min(designs, key=lambda d: d.cost).label}); got {budget:,.0f}")
-        within = [d for d in usable if d.cost <= budget]
-        plan.chosen = min(within, key=lambda d: (d.half_width, d.cost)) if within else None
-    elif margin is not None:
-        meet = [d for d in usable if d.half_width <= margin]
-        plan.chosen = min(meet, key=lambda d: (d.cost, d.half_width)) if meet else None
+    designs = plan.designs  # the list add_item_designs appends to
+
+    def choose():
+        usable = [d for d in plan.designs if d.identified]
+        if budget is not None:
+            within = [d for d in usable if d.cost <= budget]
+            return min(within, key=lambda d: (d.half_width, d.cost)) if within else None
+        if margin is not None:
+            meet = [d for d in usable if d.half_width <= margin]
+            return min(meet, key=lambda d: (d.cost, d.half_width)) if meet else None
+        return None
+
+    # the fixed size that resolves K: simulated only when it could be chosen (it costs n per user, and the
+    # estimators' time grows with n); else listed in plan.skipped with its cost
+    n_res = None if k is None else resolving_pilot_size(N, k)
+    if n_res is not None and n_res < cap and n_res not in sizes_l:
+        cost_res = float(M) * n_res * (2.0 if compare is not None else 1.0)
+        best = choose()
+        first = cost_res * (fractions[1] / M if fractions[1] >= 2 else 1.0)  # its cheapest mix, M/4 users
+        if (budget is not None and first <= budget) or (budget is None and (best is None or first < best.cost)):
+            before = len(designs)
+            # a quarter of the runs (at least 5): the MLE's time grows with n, and a resolving size has little bias
+            on_grid.add(n_res)
+            errs = simulate(lambda R: (sample_ranks(R, N, n_res, rng=gen), n_res), ["mle"], max(5, n_sim // 4))
+            add_item_designs("item sampling", errs, n_res, "mle", float(n_res))  # appends to plan.designs
+            if compare is not None:
+                designs[before:] = [replace(d, cost=2.0 * d.cost) for d in designs[before:]]
+        else:
+            why = (f"costs more than the cheapest identified design meeting the margin ({best.cost:,.0f})"
+                   if budget is None else f"costs more than the budget even on M/4 users ({first:,.0f})")
+            plan.skipped.append({"design": "item sampling", "sample_size": n_res, "estimator": "mle",
+                                 "cost": cost_res, "label": f"item sampling, n = {n_res} (resolves K = {k}), "
+                                                            f"all {M:,} users, mle", "why": why})
+    plan.designs = [replace(d, call=_call(d, N)) for d in plan.designs]
+    cheapest = min(d.cost for d in plan.designs)
+    if budget is not None and budget < cheapest:
+        raise ValueError(f"budget must be at least {cheapest:,.0f} item scorings, the cost of the cheapest "
+                         f"design ({min(plan.designs, key=lambda d: d.cost).label}); got {budget:,.0f}")
+    plan.chosen = choose()
     return plan
 
 
@@ -691,6 +857,8 @@ def format_plan(plan: EvaluationPlan) -> str:
                 "" if d.identified else "  (not identified)")
         fit = f"  {(d.fit or '-'):<{fw}}" if several else ""
         lines.append(f"{d.label:<{w}}  {d.half_width:>10.4f}  {d.cost:>14,.0f}{fit}{mark}".rstrip())
+    for x in plan.skipped:
+        lines.append(f"{x['label']:<{w}}  {'-':>10}  {x['cost']:>14,.0f}  (not simulated: {x['why']})")
     lines.append("")
     if plan.unresolved:
         lines.append(f"Not identified: {plan.unresolved}")
@@ -711,6 +879,9 @@ def format_plan(plan: EvaluationPlan) -> str:
                f", then estimate_metrics(table.rank, table.n_items, table.sample_size, [\"{plan.metric}\"], "
                f"[{plan.k}], [\"{e}\"]{opts})")
         lines.append(f"Run it{each} with itemsampling.evaluation: table = {plan.chosen.call}{est}.")
+        what_k = "" if plan.k is None else f" --k {plan.k}"
+        lines.append(f"Or write it (table.to_csv(path, index=False){', one file with a model column' if plan.compare else ''}) "
+                     f"and read it with: python -m itemsampling estimate path --metric {plan.metric}{what_k}")
     source = "the worst case over the fits above" if several else "the rank distribution above"
     lines.append(f"Half-widths are predictions from {source} (simulated through the sampling "
                  "kernel, each design run --n-sim times); see the guide's 'Planning an evaluation'.")
@@ -726,7 +897,7 @@ def plan_command(args) -> int:
         raise InputError("give --pilot FILE or --prior A B, not both")
     if args.margin is None and args.budget is None:
         raise InputError("give --margin (wanted half-width) or --budget (item scorings)")
-    pilot = compare = None
+    pilot = compare = pool_sizes = None
     if args.pilot is not None:
         if args.sample_size is None:
             raise InputError("--sample-size is required with --pilot (the pilot's sampled-set size n)")
@@ -735,6 +906,9 @@ def plan_command(args) -> int:
             raise InputError(f"{args.pilot}: the pilot must use one --sample-size for every user")
         models = table.models
         pilot = table.ranks[models[0]]
+        pools = [np.atleast_1d(table.pools[m]) for m in models[:2 if args.compare else 1]]
+        if any(p.size > 1 for p in pools):  # per-user pools: the designs' sizes stay within the smallest
+            pool_sizes = np.concatenate(pools)
         if args.compare:
             if len(models) < 2:
                 raise InputError(f"--compare needs a pilot file with two models (a 'model' column); "
@@ -744,7 +918,7 @@ def plan_command(args) -> int:
         prior = tuple(args.prior) if args.prior is not None else (0.5, 3.0)
         if args.compare:
             compare = tuple(args.compare_prior) if args.compare_prior is not None else prior
-    kw = {}
+    kw = {} if pool_sizes is None else {"pools": pool_sizes}
     if args.prior is not None:
         kw["prior"] = tuple(args.prior)
     if args.sizes is not None:
@@ -758,7 +932,7 @@ def plan_command(args) -> int:
         plan = plan_evaluation(args.n_items, args.n_users, args.metric, args.k, margin=args.margin,
                                budget=args.budget, confidence=args.confidence, pilot=pilot, rng=args.seed,
                                sample_size=args.sample_size, compare=compare, n_sim=args.n_sim,
-                               pilot_fits=args.pilot_fits, **kw)
+                               pilot_fits=args.pilot_fits, n_ladders=args.n_ladders, **kw)
     notes = []
     for w in caught:
         if issubclass(w.category, ResolutionWarning):
@@ -803,5 +977,7 @@ def add_plan_parser(sub) -> None:
                    help="with --pilot: simulate under the smooth fits of P(R) the pilot does not reject, each "
                         "half-width the worst case over them (plausible, the default), or under the pilot's single "
                         "MLE fit (mle)")
+    p.add_argument("--n-ladders", type=int, default=2,
+                   help="adaptive ladders whose n_max resolves K simulated, the cheapest by expected cost (default 2)")
     p.add_argument("--seed", type=seed_value, default=0, help="seed of the simulation, a non-negative integer (default 0)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
