@@ -149,9 +149,12 @@ def test_book_build_fails_on_notebook_error_and_passes_otherwise(tmp_path):
     assert "widget-view" not in chapter and "THEBE_JS_URL" not in chapter
     assert chapter.count("mathjax/tex-chtml-full.js") == 1
     assert check_offline.check(html) == []
-    # the rendered-page scan finds each stray output of the page, and nothing on the chapter
+    # the rendered-page scan finds each stray output of the page, and on the chapter only the text form of
+    # its tqdm.auto bar: the widget is dropped, its text stays on the page, frozen at 0 %
     rendered = check_rendered.check(html)
-    assert all(p.startswith("page.html:") for p in rendered), rendered
+    on_chapter = [p for p in rendered if p.startswith("notebooks/03-a-chapter.html:")]
+    assert len(on_chapter) == 1 and "a frozen progress bar" in on_chapter[0] and "0/3" in on_chapter[0], rendered
+    assert all(p.startswith("page.html:") for p in rendered if p not in on_chapter), rendered
     found = " | ".join(rendered)
     for what in ("a quoted string printed as a cell's only output: 'a stray string'",
                  "an IPython display object printed as text: '<IPython.core.display.Markdown object>'",
@@ -320,6 +323,41 @@ def test_rendered_scan_passes_plain_results_and_code():
         + "<p>With <code>corrected_metric(r, gamma=your_gamma)</code>; the NCF file's \\(n\\) = <code>num_items</code> + 1.</p>"
         + "<p>Its steps, as <code>truth_experiment</code> runs them; \\(k\\) = <code>truth_k</code>, not a parameter.</p>"
         + "<table><tr><td>None</td><td>= nan</td></tr></table>")
+    assert check_rendered.scan_html(page) == []
+
+
+def test_rendered_scan_flags_dicts_progress_bars_and_unrounded_floats():
+    problems = check_rendered.scan_html(_page(
+        _cell(_plain("{'A': 0.9963, 'B': 0.9867}"))                              # a solution's dict, line 1
+        + "\n" + _cell('<div class="output stderr"><pre>sampled evaluations:   0%|          | 0/200 '
+                        "[00:00&lt;?, ?it/s]</pre></div>")                       # a frozen tqdm bar
+        + "\n" + _cell(_plain("20.54014879500005"))                             # a returned float
+        + "\n<p>The command prints method ratio {'design': 'with_replacement'} for each model.</p>"
+        + "\n<p>The run took 20.54014879500005 s.</p>"
+        + "\n" + _cell("<table><tr><td>0.12345678901</td></tr></table>")       # a table cell unrounded
+        + "\n<p>Progress: 45%|####      | 90/200 [00:02&lt;00:03]</p>"))
+    flagged = [(line, p.split(":")[0]) for line, p in problems]
+    assert flagged == [(1, "a dict's repr (print its values, not the dict)"),
+                       (2, "a frozen progress bar (keep progress bars off the page)"),
+                       (3, "a float printed unrounded (10+ digits; format it)"),
+                       (6, "a float printed unrounded (10+ digits; format it)"),
+                       (4, "a dict's repr (print its values, not the dict)"),
+                       (5, "a float printed unrounded (10+ digits; format it)"),
+                       (7, "a frozen progress bar (keep progress bars off the page)")], problems
+    assert "'20.54014879500005'" in problems[2][1] and "'0.12345678901'" in problems[3][1]
+
+
+def test_rendered_scan_passes_rounded_numbers_ids_and_typed_code():
+    page = _page(
+        _cell(_plain("expected sampled NDCG@10, one decoy: A 0.9963, B 0.7812, C 0.8459"),
+              source="expected = {'A': 0.9963458391442719}  # code may say anything")
+        + _cell(_plain("[0.12345679 0.23456789]"))                 # NumPy's 8 decimals: 9 digits
+        + _cell("<table><tr><td>123456</td><td>0.123457</td></tr></table>")   # cells are read one by one
+        + "<p>Data set SHA-256 3f2a9c0d81.4477e12aa9, commit 1.2.3.4567890123, run 1234567890 users.</p>"
+        + '<p>KDD 2020, <a href="https://doi.org/10.1145/3394486.3403226">doi:10.1145/3394486.3403226</a>.</p>'
+        + "<p>A set {r: r &gt; 1} and the mean 0.47 [0.44, 0.50]; 95 % of 200; 100 % | 0 of 3 rows.</p>"
+        + '<div class="highlight-python"><pre>options = {\'gamma\': 0.1}; x = 0.12345678901234</pre></div>'
+        + "<p>Call <code>estimate(r, options={'gamma': 0.1})</code>; about 1.2345e-05 of the mass.</p>")
     assert check_rendered.scan_html(page) == []
 
 

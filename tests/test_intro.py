@@ -30,3 +30,16 @@ def test_intro_chapter_list_matches_the_toc():
         title = (ROOT / f"{f}.md").read_text().split("\n# ", 1)[1].splitlines()[0]
         assert title.startswith(f"{number}. ")
         assert f"[Chapter {number}](../{f}.md)" in section
+
+
+def test_intro_points_readers_to_every_guide():
+    """Both guides of the table of contents are named where the front page tells readers where to go:
+    in "Who it is for" and in "How to read it", each by its own title."""
+    intro = (ROOT / "book" / "intro.md").read_text()
+    guides = [f for f in _toc_files() if f.startswith("notebooks/guide-")]
+    assert len(guides) == 2
+    for heading in ("## Who it is for", "## How to read it"):
+        section = intro.split(heading, 1)[1].split("\n## ", 1)[0]
+        for f in guides:
+            title = (ROOT / f"{f}.md").read_text().split("\n# ", 1)[1].splitlines()[0]
+            assert f"[{title}](../{f}.md)" in re.sub(r"\s+", " ", section), (heading, f)

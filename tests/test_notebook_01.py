@@ -14,7 +14,7 @@ NB = Path(__file__).resolve().parents[1] / "notebooks" / "01-sampled-metrics-inc
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("ch01")
-    params = {"n_repeats": 300, "seed": 11, "decoy_grid": [1, 10, 99, 999],
+    params = {"n_repeats": 300, "seed": 11, "decoy_grid": [1, 10, 99, 2000, 5000],
               "curve_sample_sizes": [2, 101], "n_items": 10_000}
     return run_notebook(NB, params, out, progress=False)["results"]
 
@@ -51,6 +51,15 @@ def test_auc_unbiased_and_orders(results):
     assert results["auc_max_abs_bias"] < 1e-9
     assert results["n_distinct_ap_orders"] >= 2
     assert results["table1_matches_paper"] is True
+    # Krichene & Rendle's consistency (Definition 1) for Recall@10, exact order C > A = B: at 2,000
+    # decoys B's expected sampled Recall@10 (binomial CDF, Eq. 18) is above C's 0.2, at 5,000 C is ahead
+    # of both, so the page's consistency starts at 5,000
+    def expected_recall(ranks, decoys):
+        return stats.binom.cdf(9, decoys, (np.asarray(ranks) - 1) / 9_999).mean()
+    B, C = [40, 40, 8437, 9266, 4482], [212, 2, 743, 5342, 1548]
+    assert expected_recall(B, 2000) > expected_recall(C, 2000)
+    assert expected_recall(C, 5000) > max(expected_recall(B, 5000), expected_recall([100] * 5, 5000))
+    assert results["recall_consistent_from"] == 5000
     # the paper's headline: under 99 decoys A comes first on every metric
     assert all(order.startswith("A >") for order in results["sampled_orders"].values())
 

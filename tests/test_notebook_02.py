@@ -54,6 +54,10 @@ def test_rendered_page_shows_the_rerun_values(run):
     assert "Among 98 independent comparisons" in prose and "for 100 comparisons" not in prose
     assert re.search(r"differ from Eq\. 15 in \d+ of 98 comparisons \(Holm-corrected at 5 %\) \(chi-square test", prose)
     assert "over 200 repetitions" not in prose and "n_repeats" not in prose
+    # the box names TORS and reports an independent rerun of the same tests beside the first run
+    assert re.search(r"TORS Eqs\. 14-15 against 60 simulated evaluations: \d+ of 98 means differ", prose)
+    assert re.search(r"a rerun with another seed: \d+ and \d+ of 98", prose)
+    assert "Section 6 measures the actual difference" in prose
     assert "This run uses N = 2,000 and n = 50 in place of the paper\u2019s yelp catalog" in prose
 
 
@@ -90,6 +94,8 @@ def test_shr_moments_and_monte_carlo(results):
     # Monte Carlo means within 4 standard errors of the exact means (2 x 50 cut-offs)
     assert results["mc_max_abs_z"] < 4
     assert results["realised_max_z"] < 5
+    # Eqs. 14-15 are exact: the rerun, like the first run, rejects at most a family-wise false alarm's few
+    assert results["mc_rejections"] <= 2 and results["mc_rejections_rerun"] <= 2
 
 
 def test_hoeffding(results):

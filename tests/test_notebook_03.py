@@ -89,6 +89,20 @@ def test_table3_against_the_kernel(results, ranks):
                 assert row["ours sampled"] > 3 * row["ours exact"]
 
 
+def test_monte_carlo_check_and_its_rerun(results):
+    # every recommender is drawn again with another seed; the exact expectations (Eq. 16) hold, so the
+    # fresh means sit within a few standard errors of them
+    assert results["ch03_mc_rerun_max_z"] < 4
+    assert 0 <= results["ch03_mc_rejected"] <= 15
+    text = results["ch03_mc_text"]
+    assert f"over {REPEATS} repeats" in text
+    if results["ch03_mc_rejected"]:
+        assert "share its draws" in text and "Drawn again" in text
+    # counts read as words at the ends of the scale: no "at most 0 %" / "at least 100 %"
+    for key in ("ch03_flip_share_text", "ch03_auc_text"):
+        assert "at most 0 %" not in results[key] and "at least 100 %" not in results[key]
+
+
 def test_table4_consistent_with_expectations(results, ranks):
     """Where the expected sampled metrics of a pair differ by many standard deviations, the sampled
     order is the same in (almost) every repeat: 0% or 100% correct according to whether the

@@ -108,3 +108,15 @@ def test_winners(results, ranks):
     winners = {results["winner_global"][n]["1"] for n in SPECS}
     if len(winners) == 1:
         assert len(counts) == 1
+
+
+def test_winner_box_and_the_papers_own_count(results):
+    # the box's counts are not tests, and a single global winner at every mapped cut-off is said
+    box = results["ch04_box_win"]
+    assert "(counts, not tested; Table 4.15)" in box
+    winners = {w for n in SPECS for w in results["winner_global"][n].values()}
+    assert ("is the global winner at every mapped cut-off" in box) == (len(winners) == 1)
+    # Li et al. 2020 Table 3 (ml-1m) by the page's criterion: one winner shared by SHR, bound and Beta(0.5)
+    # at k = 1, 2, 5, 10, 20; at k = 50 SHR and Beta(0.5) print a tie NeuMF = MultiVAE
+    assert results["li_table3_paper_agree"] == 5
+    assert results["li_table3_paper_ties"] == [50]

@@ -281,3 +281,35 @@ def test_carry_over_and_fig6_verdicts(results):
     assert results["ch05_inflation_range"] == pytest.approx([min(infl), max(infl)])
     u, b = (results["fig6_first_correct_pair"][k] for k in ("uncorrected", "BV 0.1"))
     assert results["ch05_fig6_agrees_with_paper"] == (b != -1 and (u == -1 or b < u))
+
+
+def test_box_compares_relative_bias_with_the_paper(results):
+    """The box sets each correction's relative bias in expectation beside the one the paper's Table 3
+    implies (mean over the top-heavy cells), and counts the cells whose sign agrees (not tested)."""
+    exp, exact = results["table3_expected"], results["exact"]
+    cells = [(label, m) for label in ("Recall@10", "NDCG@10", "AP") for m in ("X", "Y", "Z") if exact[m][label] > 0]
+    ours = np.mean([100 * (exp["sampled"][label][m] / exact[m][label] - 1) for label, m in cells])
+    # Krichene & Rendle 2020, Table 3: exact and uncorrected sampled means (%), Recall@10, NDCG@10, AP of X, Y, Z
+    paper = {("Recall@10", "X"): (7.60, 66.19), ("Recall@10", "Y"): (8.84, 56.51), ("Recall@10", "Z"): (9.42, 54.20),
+             ("NDCG@10", "X"): (3.76, 39.21), ("NDCG@10", "Y"): (4.59, 34.82), ("NDCG@10", "Z"): (4.79, 35.34),
+             ("AP", "X"): (3.75, 32.55), ("AP", "Y"): (4.32, 30.01), ("AP", "Z"): (4.44, 30.71)}
+    theirs = np.mean([100 * (paper[c][1] / paper[c][0] - 1) for c in cells])
+    assert results["ch05_bias_vs_paper"]["sampled"] == pytest.approx([ours, theirs])
+    # only the corrections the run has and the paper prints: BV 0.01 is not among this run's gammas
+    assert set(results["ch05_bias_vs_paper"]) == {"sampled", "rank estimate", "CLS", "BV 1", "BV 0.1"}
+    same, total = results["ch05_bias_same_sign"]
+    assert total == 5 * len(cells) and 0 <= same <= total
+    box = results["ch05_box_paper"]
+    assert f"the sign agrees in {same} of {total} cells (not tested" in box
+    assert "informative cells" not in box
+
+
+def test_box_order_says_what_a_tie_means(results):
+    per_draw = {k: np.array(v) for k, v in results["ch05_table4_per_draw_correct"].items()}
+    box = results["ch05_box_order"]
+    leader = results["ch05_table4_leader"]
+    ties = [k for k in per_draw if k != leader and np.all(per_draw[k] == per_draw[leader])]
+    if ties and np.ptp(per_draw[leader]) == 0:
+        assert "(the same count on every draw: not tested)" in box
+        full = per_draw[leader][0] == 3 * 4     # 3 pairs x 4 metrics, every row right on every draw
+        assert ("the tie says the task is easy here" in box) == bool(full)

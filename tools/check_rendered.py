@@ -20,9 +20,20 @@ What a page may not show, outside the code a cell shows as its input:
   ``= none`` / ``= None`` / ``= nan`` in the prose (an empty list or a missing value printed as
   text).
 
-The prose checks read paragraphs, list items, headings and captions (with inline code as its
-text); the output checks read every cell output. Tables of data are not searched for "none"
-(a table may print a missing cell as such); they are searched for the reprs above.
+* **a dict's repr**: ``{'A': 0.9963458391442719, ...}``, a dictionary printed where its values
+  were meant (a key in single quotes, then a colon), in a cell's output or in the prose;
+* **a frozen progress bar**: ``sampled evaluations:   0%|          | 0/200`` (a tqdm bar, or the
+  text form of its widget, left on the page by a cell);
+* **a bare float with 10 or more digits**: ``20.54014879500005`` (a value printed unrounded, e.g.
+  the last line of a cell returning it), in a cell's output or in the prose; a number with a
+  letter, a dot or a slash next to it (a hash, an id, a version ``1.2.3``, a DOI
+  ``10.1145/3394486.3403226``) is not one.
+
+The prose checks read paragraphs, list items, headings and captions (with inline code that is
+more than a bare name left out); the output checks read every cell output. Code typed on the page
+(a cell's source, a code block) is never read by the dict, progress-bar and float checks. Tables of
+data are not searched for "none" (a table may print a missing cell as such); they are searched
+for the reprs above.
 """
 
 from __future__ import annotations
@@ -42,6 +53,11 @@ _REPRS = [
     (re.compile(r"\bnp\.(?:float|int|uint|complex|bool|str)\w*\(|\bnp\.(?:True_|False_)\b"),
      "a NumPy scalar's repr (print the number, not np.float64(...))"),
 ]
+# the main text's leaks: a dict's repr, a progress bar, an unrounded float
+_DICT_REPR = re.compile(r"\{'[^'\n]{0,80}':\s")
+_PROGRESS_BAR = re.compile(r"\b\d{1,3}%\|[^|\n]{0,120}\|\s*\d+(?:\.\d+)?[kMG]?/\d+(?:\.\d+)?[kMG]?")
+_FLOAT = re.compile(r"(?<![\w./])(\d+\.\d+)(?:[eE][-+]?\d+)?(?![\w/]|\.\d)")
+LONG_FLOAT_DIGITS = 10
 _IDENT = r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+"   # a snake_case variable name (it has an underscore)
 _COUNT_NOUNS = (r"(?:repetitions|repeats|draws|runs|users|items|decoys|samples|evaluations|studies|"
                 r"data sets|datasets|models)")
@@ -74,6 +90,22 @@ def _prose_piece(t) -> str:
     return str(t)
 
 
+def _main_text_leaks(text: str) -> list[str]:
+    """The dict reprs, progress bars and unrounded floats in one piece of the page's main text."""
+    found = []
+    m = _DICT_REPR.search(text)
+    if m:
+        found.append(f"a dict's repr (print its values, not the dict): {_short(text[m.start():m.start() + 60])!r}")
+    m = _PROGRESS_BAR.search(text)
+    if m:
+        found.append(f"a frozen progress bar (keep progress bars off the page): {_short(m.group(0))!r}")
+    for m in _FLOAT.finditer(text):
+        if sum(c.isdigit() for c in m.group(1)) >= LONG_FLOAT_DIGITS:
+            found.append(f"a float printed unrounded ({LONG_FLOAT_DIGITS}+ digits; format it): {m.group(0)!r}")
+            break
+    return found
+
+
 def scan_html(text: str) -> list[tuple[int, str]]:
     """(line, problem) for every leak of Python's internals on one HTML page."""
     soup = BeautifulSoup(text, "html.parser")
@@ -97,6 +129,14 @@ def scan_html(text: str) -> list[tuple[int, str]]:
             m = rx.search(s)
             if m:
                 add(_line(el.parent), f"{what}: {_short(m.group(0))!r}")
+    # dict reprs, progress bars and unrounded floats in the cells' outputs (tables of outputs too)
+    # (a block of printed text is read whole, as highlighting may split it; a table cell by cell)
+    for out in body.select("div.cell_output"):
+        pieces = [(_line(pre), pre.get_text()) for pre in out.find_all("pre")]
+        pieces += [(_line(t.parent), str(t)) for t in out.find_all(string=True) if not t.find_parent("pre")]
+        for line, piece in pieces:
+            for problem in _main_text_leaks(piece):
+                add(line, problem)
     # a quoted string as a cell's only output
     for out in body.select("div.cell_output"):
         outputs = out.find_all("div", class_="output", recursive=False) or out.select("div.output")
@@ -120,6 +160,9 @@ def scan_html(text: str) -> list[tuple[int, str]]:
                 add(_line(el), f"a variable name where its value belongs: {_short(m.group(0))!r}")
         for m in _NONE_AS_VALUE.finditer(own):
             add(_line(el), f"a missing value printed as text: {_short(own[max(0, m.start() - 40):m.end()])!r}")
+        if not el.find_parent("div", class_="cell_output"):   # outputs were read above
+            for problem in _main_text_leaks(own):
+                add(_line(el), problem)
     return problems
 
 
@@ -161,8 +204,8 @@ def main(argv=None) -> int:
             print(f"  {p}", file=sys.stderr)
         return 1
     pages = len([p for p in args.html.rglob("*.html") if p.relative_to(args.html).parts[0] not in ("_static", "_sources")])
-    print(f"check_rendered: {pages} pages show no object repr, IPython object, NumPy repr, stray quoted "
-          "output or variable name in place of a value")
+    print(f"check_rendered: {pages} pages show no object repr, IPython object, NumPy repr, dict repr, progress "
+          "bar, unrounded float, stray quoted output or variable name in place of a value")
     return 0
 
 

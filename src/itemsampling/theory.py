@@ -582,7 +582,9 @@ def simulate_sampled_recall_curves(global_ranks, n_items: int, sample_size: int,
     out = np.empty((n_repeats, ks.size))
     it = range(n_repeats)
     if progress:
-        from tqdm.auto import tqdm
+        # the text bar writes to stderr: the terminal of a rerun shows it, the book drops a cell's
+        # stderr (tqdm.auto would display a widget whose text form stays on the page, frozen at 0 %)
+        from tqdm import tqdm
 
         it = tqdm(it, desc="sampled evaluations", leave=False)
     for i in it:
