@@ -379,9 +379,9 @@ def test_findings_box_sentences(results):
         assert (f"{meth} {np.mean(np.abs(cells)):.1f} ± " in results["ch06_find_bias"]
                 and f"(cells from {min(cells):+.0f}% to {max(cells):+.0f}%)" in results["ch06_find_bias"])
     totals = results["ch06_winner_totals"]
-    lead = max(totals, key=totals.get)
     box = results["ch06_find_winner"]
-    assert box.startswith(f"{lead} has the most correct winners, {totals[lead]} of ")
+    top = max(totals.values())   # a tie for the most: the page's column order names one of them
+    assert any(box.startswith(f"{meth} has the most correct winners, {top} of ") for meth in totals if totals[meth] == top)
     assert "Holm-corrected over the 6 others" in box and "(a count, not tested)" in box
     costs = [results[f"ch06_eta_cost_{k}"] for k in ("quadratic", "tors", "aaai")]
     cells = results["ch06_eta_cells"]
@@ -392,7 +392,7 @@ def test_findings_box_sentences(results):
         assert all(f"in {c} of {cells}" in results["ch06_find_eta"] for c in costs)
     assert "times it (below one kernel width" in results["ch06_find_scale"]
     rows = {k: v for k, v in results["ch06_scale_estimates"].items() if k not in ("exact", "MN")}
-    k0 = next(iter(results["ch06_scale_estimates"]["exact"]))
+    k0 = "Recall@10"   # the smallest cut-off of the scale table
     top = [row[k0] / results["ch06_scale_estimates"]["exact"][k0] for row in rows.values()]
     assert f"return {min(top):.3f} to {max(top):.3f} times it" in results["ch06_find_scale"]
 
