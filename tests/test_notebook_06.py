@@ -109,7 +109,7 @@ def test_growth_curve_and_error_recomputed(results):
     for j in range(PARAMS["growth_repeats"]):
         r = sample_ranks(R, N, n_s, rng=np.random.default_rng([PARAMS["seed"], 1000 + n_s, j]))
         P += estimate_rank_distribution(r, N, n_s, "mle", tol=1e-6) / PARAMS["growth_repeats"]
-    K = min(50, PARAMS["max_rank_plot"])
+    K = PARAMS["max_rank_plot"]   # every plotted cut-off (issue 47, defect 18)
     curve = np.array(results["ch06_growth_curves"][str(n_s)]["MLE"])
     np.testing.assert_allclose(curve, np.cumsum(P)[:K], atol=1e-10)
     truth = np.cumsum(np.bincount(R, minlength=N + 1)[1:] / R.size)[:K]
@@ -125,7 +125,7 @@ def test_mes_weight_consistent_across_sample_sizes(results):
     fixed, recomputed; the fixed weight's error grows with n by far more than the consistent one's."""
     ranks = load_global_ranks(PARAMS["dataset"], models=[PARAMS["growth_model"]], rng=PARAMS["seed"])
     R, N = ranks[PARAMS["growth_model"]], ranks.n_items
-    K = min(50, PARAMS["max_rank_plot"])
+    K = PARAMS["max_rank_plot"]
     for n_s in PARAMS["growth_sizes"]:
         r = sample_ranks(R, N, n_s, rng=np.random.default_rng([PARAMS["seed"], 1000 + n_s, 0]))
         for label, kw in (("MES", {"eta_scaling": "quadratic"}), ("MES, a = η fixed", {"eta_scaling": "aaai"})):
@@ -364,3 +364,48 @@ def test_eta_rule_table_recomputed(results):
                 for n in PARAMS["eta_sizes"]]
         assert results["ch06_eta_implied"][key]["lo"] == pytest.approx(10 ** min(need), rel=1e-9)
         assert results["ch06_eta_implied"][key]["spread_dec"] == pytest.approx(max(need) - min(need), abs=1e-9)
+
+
+def test_findings_box_sentences(results):
+    """Issue 47: the box's bias line gives the mean absolute bias over the cells and their range (defect 20),
+    the winner line tests the leader against every other estimator and calls the row count untested
+    (defect 22), the entropy line says how many cells the Holm test finds a cost in (P5), and the scale
+    line gives the top cut-off's ratios (defect 19)."""
+    models = PARAMS["models"]
+    est, ex = results["ch06_estimates"], results["ch06_exact"]
+    for meth in ("MLE", "MES", "BV 0.1", "CLS"):
+        cells = [100 * (np.mean(est[m][meth][f"10/{lab}"]) / ex[m][f"10/{lab}"] - 1)
+                 for m in models for lab in LABEL.values() if ex[m][f"10/{lab}"] > 0]
+        assert (f"{meth} {np.mean(np.abs(cells)):.1f} ± " in results["ch06_find_bias"]
+                and f"(cells from {min(cells):+.0f}% to {max(cells):+.0f}%)" in results["ch06_find_bias"])
+    totals = results["ch06_winner_totals"]
+    box = results["ch06_find_winner"]
+    top = max(totals.values())   # a tie for the most: the page's column order names one of them
+    assert any(box.startswith(f"{meth} has the most correct winners, {top} of ") for meth in totals if totals[meth] == top)
+    assert "Holm-corrected over the 6 others" in box and "(a count, not tested)" in box
+    costs = [results[f"ch06_eta_cost_{k}"] for k in ("quadratic", "tors", "aaai")]
+    cells = results["ch06_eta_cells"]
+    if not any(costs):
+        assert f"finds a cost in none of them for any rule, so {PARAMS['eta_repeats']} repeats cannot rank" \
+            in results["ch06_find_eta"]
+    else:
+        assert all(f"in {c} of {cells}" in results["ch06_find_eta"] for c in costs)
+    assert "times it (below one kernel width" in results["ch06_find_scale"]
+    rows = {k: v for k, v in results["ch06_scale_estimates"].items() if k not in ("exact", "MN")}
+    k0 = "Recall@10"   # the smallest cut-off of the scale table
+    top = [row[k0] / results["ch06_scale_estimates"]["exact"][k0] for row in rows.values()]
+    assert f"return {min(top):.3f} to {max(top):.3f} times it" in results["ch06_find_scale"]
+
+
+def test_spread_order_tested_pair_by_pair(results):
+    """Issue 47, defect 17: the order of the mean standard deviations of Recall@10 is decided pair by pair
+    (t test on adjacent means, standard error sd / sqrt(2 (R - 1)) / sqrt(models), Holm), never typed."""
+    models, R = PARAMS["models"], PARAMS["n_repeats"]
+    sds = {meth: np.mean([results["ch06_std_at10"][m][meth]["Recall"] for m in models])
+           for meth in results["ch06_std_at10"][models[0]]}
+    order = sorted(sds, key=sds.get)
+    ses = {k: v / np.sqrt(2 * (R - 1)) / np.sqrt(len(models)) for k, v in sds.items()}
+    want = _holm_signs([sds[a] - sds[b] for a, b in zip(order, order[1:])],
+                       [np.hypot(ses[a], ses[b]) for a, b in zip(order, order[1:])], R)
+    seq = order[0] + "".join(f" {'<' if w else '='} {b}" for w, b in zip(want, order[1:]))
+    assert results["ch06_spread_order"].startswith(seq + " (adjacent pairs by a t test")

@@ -297,3 +297,30 @@ def test_paper_patterns_counted(results):
     first = max(totals.values())
     assert any(results["ch07_winner_order"].startswith(f"{label} {first} ") for label in SEVEN if totals[label] == first)
     assert f"out of {len(results['ch07_winner_counts']) * REPS:,}" in results["ch07_winner_order"]
+
+
+def test_find_accuracy_order_tested_on_the_averaged_errors(results):
+    """Issue 47, defect 25: the findings box orders the model-averaged errors, and each adjacent pair of that
+    order is decided by a paired t test over the repeats (Holm), not by the per-model orders."""
+    per = results["ch07_rel_error_per_repeat"]
+    names = results["ch07_models"]
+    acc = {label: np.mean([np.array(per[m][label]) for m in names], axis=0) for label in SEVEN}
+    order = sorted(acc, key=lambda label: acc[label].mean())
+    steps = [acc[b] - acc[a] for a, b in zip(order, order[1:])]
+    want = _holm_signs([d.mean() for d in steps], [d.std(ddof=1) / np.sqrt(REPS) for d in steps], REPS)
+    assert results["ch07_find_accuracy_strict"] == want
+    text = results["ch07_find_accuracy"]
+    assert "paired t test" in text and "neighbouring pairs of the models' orders" not in text
+    assert text.split(" orders as ")[1].startswith(f"{order[0]} {acc[order[0]].mean():.2f} ± ")
+    for sg, label in zip(want, order[1:]):
+        assert f" {'<' if sg == 1 else '='} {label} {acc[label].mean():.2f} ± " in text
+
+
+def test_paper_hardness_from_tors_table_6(results):
+    """Issue 47, defect 23: TORS's pinterest-20 counts run 51-78 of 100 and on yelp only the two MN
+    estimators are right in all 100 repeats of all nine rows (TORS Table 6, read by hand)."""
+    text = results["ch07_paper_hardness_text"]
+    assert "pick the winner in 51 to 78 of 100 repeats" in text
+    assert "71 to 100 on yelp" in text
+    assert "only MN_MES and MN_MLE are right in all 100 repeats of all 9 rows" in text
+    assert "coin" not in text

@@ -311,3 +311,15 @@ def test_rule_rows_recomputed(results):
     assert results["ch08_t83_wins"] == f"{wins} of {n} models (Holm-corrected at 5 %)"
     assert f"at {REPS} repeats" in results["ch08_rule_text"]
     assert results["ch08_repeats_text"] == f"both halves rest on {REPS} repeats"
+
+
+def test_winner_shortfall_is_called_untested(results):
+    """Issue 47, defect 27: the row where adaptive MLE falls furthest behind is a difference of counts
+    picked after the fact, and the page says it is not tested."""
+    rows = results["ch08_winner_counts"]
+    gap = max(max(v for lab, v in row.items() if lab != "adaptive MLE") - row["adaptive MLE"] for row in rows.values())
+    text = results["ch08_winner_worst_text"]
+    if gap > 0:
+        assert "falls furthest behind" in text and "not tested" in text
+    else:
+        assert text.startswith("In no row")
