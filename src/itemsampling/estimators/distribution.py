@@ -133,7 +133,7 @@ from ..metrics import metric_function
 from .corrected import corrected_metrics  # the BV baseline of P(R) is read off BV's corrected Recall@K
 from .grid import (  # the representation: sampled-rank statistics, kernels, row blocks, pool metrics
     _block_products, _blocks, _check_grid, _rank_histogram, _check_positive, _row_bands, _single_blas_thread, cached_kernel,
-    check_sampled_ranks, grid_kernel, kernel_columns, rank_grid, sampled_rank_table,
+    check_sampled_ranks, grid_kernel, grid_kernel_columns, kernel_columns, rank_grid, sampled_rank_table,
 )
 from .grid import pool_metric_matrix, pool_rank_map, sampled_rank_histogram  # noqa: F401  (importable from here, as before)
 
@@ -351,7 +351,8 @@ def _em(c, K, P, tol: float, max_iter: int, dot: bool = False, bar=None):
             return np.array([float(cc[0, oo[0]] @ np.log(qq[0, oo[0]]))])
         return np.sum(cc * np.log(np.where(oo, qq, 1.0)), axis=1)
 
-    Q = P @ K
+    fwd, back = _em_products(K)
+    Q = fwd(P)
     ll = loglik(c, Q, obs)
     iters = np.zeros(B, dtype=np.int64)
     converged = np.zeros(B, dtype=bool)
@@ -360,11 +361,11 @@ def _em(c, K, P, tol: float, max_iter: int, dot: bool = False, bar=None):
     for it in range(1, max_iter + 1):
         if np.any(Qa[oa] <= 0):
             raise ValueError("an observed sampled rank has zero probability under the current estimate")
-        G = np.divide(ca, Qa, out=np.zeros_like(ca), where=oa) @ K.T
+        G = back(np.divide(ca, Qa, out=np.zeros_like(ca), where=oa))
         np.multiply(Pa, G, out=G)
         G /= G.sum(axis=1, keepdims=True)
         Pa = G
-        Qa = Pa @ K
+        Qa = fwd(Pa)
         new = loglik(ca, Qa, oa)
         if bar is not None:
             bar.update(1)
@@ -381,6 +382,50 @@ def _em(c, K, P, tol: float, max_iter: int, dot: bool = False, bar=None):
     if act.size:
         P_out[act], Q_out[act], ll_out[act] = Pa, Qa, lla
     return P_out, Q_out, ll_out, iters, converged
+
+
+#: EM's products go through the kernel's non-negligible entries (:func:`_em_products`) when at most this
+#: fraction of them is kept
+_EM_SPARSE_DENSITY = 0.35
+_EM_SPARSE_REL = 1e-30
+
+
+def _em_products(K):
+    r"""The two products of an EM pass, :math:`P \mapsto PK` and :math:`X \mapsto XK^\top` (rows of
+    ``P`` and ``X``: fits), as functions. A kernel row (a global rank or a cell) is concentrated on a
+    band of sampled ranks some standard deviations wide (Jin et al. Eq. 16-17: a binomial in
+    :math:`r`), so the products run over the entries at least :math:`10^{-30}` of their row's or their
+    column's largest (a compressed sparse row matrix) when these are at most
+    :data:`_EM_SPARSE_DENSITY` of the kernel: 13 % at :math:`N = 10^5`, :math:`n = 1000` on the grid,
+    about 8x fewer operations per pass. An entry left out changes :math:`q_r = \sum_R\pi_R K_{R,r}`
+    by less than :math:`10^{-30}` of its column's scale, far below the last digit, and every observed
+    column keeps its largest entries, so no observed rank loses its probability. Otherwise, or for a
+    small kernel, the dense products."""
+    dense = (lambda P: P @ K), (lambda X: X @ K.T)
+    if K.size < 200_000:
+        return dense
+    cached = K is not None and not K.flags.writeable and _EM_SPARSE_CACHE.get(id(K))
+    if cached and cached[0] is K:  # a read-only (cached) kernel: its sparse form is kept beside it
+        Ks, KsT = cached[1], cached[2]
+    else:
+        keep = K >= _EM_SPARSE_REL * K.max(axis=1, keepdims=True)
+        keep |= K >= _EM_SPARSE_REL * K.max(axis=0, keepdims=True)
+        nnz = np.count_nonzero(keep, axis=1)
+        if nnz.sum() > _EM_SPARSE_DENSITY * K.size:
+            return dense
+        from scipy import sparse
+
+        Ks = sparse.csr_matrix((K[keep], np.nonzero(keep)[1], np.concatenate([[0], np.cumsum(nnz)])), shape=K.shape)
+        KsT = Ks.T.tocsr()
+        if not K.flags.writeable:
+            if len(_EM_SPARSE_CACHE) >= 4:
+                _EM_SPARSE_CACHE.pop(next(iter(_EM_SPARSE_CACHE)))
+            _EM_SPARSE_CACHE[id(K)] = (K, Ks, KsT)
+    return (lambda P: np.ascontiguousarray((KsT @ P.T).T)), (lambda X: np.ascontiguousarray((Ks @ X.T).T))
+
+
+#: the sparse forms of read-only kernels (the cached ones), by ``id`` with the kernel held beside it
+_EM_SPARSE_CACHE: dict = {}
 
 
 def _mle_em_impl(counts, K, pi0=None, tol: float = 1e-6, max_iter: int = 10_000, progress: bool = False) -> FitResult:
@@ -1027,9 +1072,8 @@ def _fit(r, N: int, n, method: str, replacement: bool, params: dict, grid=None) 
         sizes, ranks, counts = sampled_rank_table(r, n)
         if grid is None:  # every observed (n, r) pair is one column; one block holds them all
             blocks = [(kernel_columns(N, sizes, ranks, replacement), counts.astype(np.float64))]
-        else:  # one block of grid-kernel columns per distinct size
-            blocks = [(np.ascontiguousarray(grid_kernel(grid, int(b), replacement)[:, ranks[sizes == b] - 1]),
-                       counts[sizes == b].astype(np.float64)) for b in np.unique(sizes)]
+        else:  # the grid-kernel columns of the observed pairs only (never a cells x n_max kernel)
+            blocks = [(grid_kernel_columns(grid, sizes, ranks, replacement), counts.astype(np.float64))]
         if opts["solver"] == "cnm":
             res = mle_cnm_blocks(blocks, **kw)
         elif opts["solver"] == "em":

@@ -37,12 +37,13 @@ from .corrected import CORRECTION_METHODS, _corrected_on_grid, check_gamma, corr
 from .distribution import (
     OPTIONS, PER_USER_SIZE_METHODS as _FIT_PER_USER, _check_pool_replacement, _fit, _pool_reference, check_n_items,
 )
-from .grid import check_sampled_ranks, grid_metric, pool_metric_matrix, resolve_grid
+from .grid import check_sampled_ranks, grid_metric, pool_cell_metric, pool_metric_matrix, resolve_grid
 
 __all__ = [
     "METHODS",
     "PER_USER_SIZE_METHODS",
     "POOL_METHODS",
+    "POOL_GRID_METHODS",
     "GRID_METHODS",
     "TARGETS",
     "check_target",
@@ -62,6 +63,9 @@ PER_USER_SIZE_METHODS = ("sampled",) + _FIT_PER_USER
 #: model in :mod:`.distribution`, "Per-user catalogue sizes"). CLS is left out: its bounded least
 #: squares is solved once per distinct pool, minutes for hundreds of pools.
 POOL_METHODS = tuple(m for m in METHODS if m != "cls")
+#: Methods that take per-user catalogue sizes on the grid too (the fits are free of the pools; the pools
+#: enter the metric only, :func:`~.grid.pool_cell_metric`); the others run dense with per-user pools.
+POOL_GRID_METHODS = ("mle", "wmle", "mes")
 _CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement", "grid"}
 #: the options of each rank-distribution fit (:data:`.distribution.OPTIONS`, the one table), and those
 #: that only it takes (routed to it alone by :func:`estimate_metrics`)
@@ -212,10 +216,15 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
         raise ValueError(f"method {method!r} needs one n_items for every user; per-user n_items (catalogue "
                          f"sizes) are accepted by methods {POOL_METHODS}")
     if method not in ("sampled", "rank_estimate"):
+        asked = grid
         grid = resolve_grid(grid, N, n, ks)
-        if grid is not None and pools is not None:
-            raise ValueError("per-user n_items (catalogue sizes) are not supported by the grid estimators; pass "
-                             "grid=False (dense estimators on the largest pool) or one n_items")
+        unsupported = method == "cls" or (pools is not None and method not in POOL_GRID_METHODS)
+        if asked is None and unsupported:
+            grid = None  # the default takes the grid only where the method has a grid version
+        if grid is not None and pools is not None and method not in POOL_GRID_METHODS:
+            raise ValueError(f"per-user n_items (catalogue sizes) are supported on the grid by methods "
+                             f"{POOL_GRID_METHODS}, not by {method!r}; pass grid=False (dense estimators on the "
+                             "largest pool) or one n_items")
         if grid is not None and method == "cls":
             raise ValueError("method 'cls' has no grid version; pass grid=False for the dense estimator")
     else:
@@ -259,6 +268,9 @@ def _estimate(r, N, n, metrics, ks, method, params, prior_cache, pools=None):
             raise ValueError(f"gamma, prior and n_users are not used by method {method!r}")
         if pools is not None:  # sum_R P(R) Fbar(R), Fbar the pool-weighted metric (grid.pool_metric_matrix)
             w = np.unique(pools, return_counts=True)[1] / r.size
+            if grid is not None:  # cell masses times the cell means of Fbar (grid.pool_cell_metric)
+                F = pool_cell_metric(metrics, ks, grid, gp, w)
+                return (P @ F.reshape(grid.n_cells, -1)).reshape(len(metrics), len(ks))
             return (P @ pool_metric_matrix(metrics, ks, N, gp, w).reshape(N, -1)).reshape(len(metrics), len(ks))
         if grid is not None:
             return np.array([np.atleast_1d(grid_metric(P, grid, m, ks)) for m in metrics])

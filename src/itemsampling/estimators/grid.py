@@ -130,11 +130,13 @@ __all__ = [
     "sampled_rank_table",
     "check_sampled_ranks",
     "grid_kernel",
+    "grid_kernel_columns",
     "cached_kernel",
     "kernel_columns",
     "grid_metric",
     "pool_rank_map",
     "pool_metric_matrix",
+    "pool_cell_metric",
 ]
 
 
@@ -311,19 +313,26 @@ def _check_grid(grid, n_items: int) -> RankGrid:
     return grid
 
 
-#: Dense kernels larger than this (bytes) make :func:`itemsampling.estimators.estimate_metric` switch
-#: to the grid by itself (``grid=None``); ``grid=False`` keeps the dense estimators.
-AUTO_GRID_BYTES = 2 * 2**30
+#: Dense kernels larger than this (bytes; 32 MiB, :math:`N n > 4.2\cdot10^6`) make the estimators take the
+#: default grid by themselves (``grid=None``) wherever that grid is coarser than the ranks; ``grid=False``
+#: keeps the dense estimators. Measured (``benchmarks/bench_real_sizes.py``): at :math:`N = 10^5`,
+#: :math:`n = 1000` the dense MLE takes 10.5 s and 1.6 GB, the grid one 0.3 s and 30 MB, within
+#: :math:`10^{-5}` of it; below this size the dense kernel costs well under a second.
+AUTO_GRID_BYTES = 2**25
 
 
 def resolve_grid(grid, n_items: int, sample_size, ks=()):
     r"""The grid an estimator call uses: ``False`` -> ``None`` (dense); ``True`` -> :func:`rank_grid`
     of :math:`(N, \max n)` with breaks at the cut-offs; a :class:`RankGrid` for ``n_items`` as
-    given; ``None`` -> the default grid when the dense :math:`N\times n` kernel would exceed
-    :data:`AUTO_GRID_BYTES`, else ``None``."""
+    given; ``None`` (the default) -> that default grid when the dense :math:`N\times n` kernel would
+    exceed :data:`AUTO_GRID_BYTES` and the grid has fewer cells than ranks, else ``None`` (dense: an
+    exact grid is the dense estimator itself)."""
     nmax = int(np.max(sample_size))
     if grid is None:
-        grid = 8.0 * n_items * nmax > AUTO_GRID_BYTES
+        if not 8.0 * n_items * nmax > AUTO_GRID_BYTES:
+            return None
+        out = resolve_grid(True, n_items, sample_size, ks)
+        return None if out.exact else out
     if isinstance(grid, (bool, np.bool_)):
         if not grid:
             return None
@@ -511,6 +520,56 @@ def _grid_kernel_cached(N: int, n: int, replacement: bool, lo_bytes) -> np.ndarr
         else:
             out[rows, c0:c1] = sums
     out.flags.writeable = False
+    return out
+
+
+def grid_kernel_columns(grid: RankGrid, sizes, ranks, replacement: bool = True) -> np.ndarray:
+    r"""Columns :math:`\bar K_{c,(n,r)}` of the grid kernel (:func:`grid_kernel`) for the given pairs of
+    sample size and sampled rank only (the distinct pairs of :func:`sampled_rank_table`): a
+    ``(cells, len(ranks))`` array, never the whole ``cells x n`` kernel of any size. One-rank cells are
+    the exact kernel's entries (:func:`_column_log_kernel`, as :func:`kernel_columns`); the wide cells
+    are computed as :func:`grid_kernel` computes them (the same blocks of 64 cells, each on its band of
+    sampled ranks, normalised over that band), but only for the blocks whose band holds an asked rank:
+    adaptive sampling (TORS Sec. 6) observes at its large sizes only the top sampled ranks, so the cells
+    far down the catalogue are never computed. Equal to :func:`grid_kernel`'s columns to rounding
+    (the tests compare); time :math:`O(\text{cells}\times\text{pairs})` plus the bands of the blocks
+    that are needed."""
+    if not isinstance(grid, RankGrid):
+        raise ValueError(f"grid must be a RankGrid (from rank_grid), got {type(grid).__name__}")
+    replacement = check_bool(replacement, "replacement")
+    N = grid.n_items
+    sizes = np.atleast_1d(np.asarray(sizes, dtype=np.int64))
+    ranks = np.atleast_1d(np.asarray(ranks, dtype=np.int64))
+    if sizes.shape != ranks.shape or sizes.ndim != 1:
+        raise ValueError("sizes and ranks must be 1-d arrays of the same length")
+    if sizes.size and (sizes.min() < 2 or sizes.max() > N or ranks.min() < 1 or np.any(ranks > sizes)):
+        raise ValueError(f"sizes must lie in 2..{N} and ranks in 1..size")
+    check_memory(8.0 * grid.n_cells * (sizes.size + 64), f"the grid kernel's columns ({grid.n_cells} cells x "
+                 f"{sizes.size} pairs)", "sample_size")
+    lo, hi, widths = grid.lo, grid.hi, grid.widths
+    out = np.zeros((grid.n_cells, sizes.size))
+    one = np.flatnonzero(widths == 1)
+    wide = np.flatnonzero(widths > 1)
+    cell_sums = _binomial_cell_sums if replacement else _hypergeometric_cell_sums
+    for n in np.unique(sizes):
+        cols = np.flatnonzero(sizes == n)
+        j = ranks[cols] - 1
+        if one.size:
+            chunk = max(1, int(4e6 // max(cols.size, 1)))
+            for s in range(0, one.size, chunk):
+                rows = one[s:s + chunk]
+                out[np.ix_(rows, cols)] = np.exp(_column_log_kernel(N, np.full(cols.size, n), ranks[cols], lo[rows],
+                                                                    replacement))
+        for s in range(0, wide.size, 64):  # the blocks of grid_kernel, each on its band
+            rows = wide[s:s + 64]
+            c0, c1 = _band(max(0.0, (lo[rows[0]] - 1.5) / (N - 1.0)), min(1.0, (hi[rows[-1]] - 0.5) / (N - 1.0)),
+                           int(n) - 1)
+            inside = (j >= c0) & (j < c1)
+            if not inside.any():
+                continue
+            sums = cell_sums(lo[rows], hi[rows], N, int(n), c0, c1)
+            sums /= sums.sum(axis=1, keepdims=True)
+            out[np.ix_(rows, cols[inside])] = sums[:, j[inside] - c0]
     return out
 
 
@@ -826,14 +885,27 @@ def pool_metric_matrix(metrics, ks, n_items: int, pools, weights=None) -> np.nda
     ``pools`` (:func:`pool_rank_map`): an array ``(N, len(metrics), len(ks), len(pools))``, each
     metric evaluated in the pool's own catalogue (e.g. AUC :math:`(N_g - R_g)/(N_g - 1)`). With
     ``weights`` (one per pool, e.g. :math:`M_g/M`) the weighted sum over the pools,
-    :math:`\bar F(R) = \sum_g w_g F_{N_g}(R_g(R))`, shape ``(N, len(metrics), len(ks))``."""
+    :math:`\bar F(R) = \sum_g w_g F_{N_g}(R_g(R))`, shape ``(N, len(metrics), len(ks))``, computed a
+    block of pools at a time (memory :math:`O(N)` plus a block of about 32 MB, whatever the number of
+    pools; a cut-off metric only on the rows some pool maps to a rank :math:`\le K`)."""
     N = check_int(n_items, "n_items", low=2)
     pools = np.atleast_1d(np.asarray(pools, dtype=np.int64))
-    G = 1 if weights is not None else pools.size
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if w.shape != pools.shape:
+            raise ValueError(f"weights must hold one weight per pool ({pools.size}), got shape {np.shape(weights)}")
+        check_memory(8.0 * N * (len(metrics) * len(ks) + 2), "the pool-weighted metric values", "n_items")
+        check_ranks(pools, "pools", high=N)
+        out = np.zeros((N, len(metrics), len(ks)))
+        for i, m in enumerate(metrics):
+            for j, k in enumerate(ks):
+                out[:, i, j] = _weighted_pool_metric(m, k, N, pools, w)
+        return out
+    G = pools.size
     check_memory(8.0 * N * (len(metrics) * len(ks) * G + 2 * pools.size), f"metric values over {pools.size} "
                  "catalogue sizes", "n_items")
     Rg = pool_rank_map(N, pools)  # (N, G)
-    out = np.empty((N, len(metrics), len(ks)) + (() if weights is not None else (pools.size,)))
+    out = np.empty((N, len(metrics), len(ks), pools.size))
     for i, m in enumerate(metrics):
         for j, k in enumerate(ks):
             if canonical_metric(m) == "auc" or (canonical_metric(m) == "precision" and k is None):
@@ -843,8 +915,48 @@ def pool_metric_matrix(metrics, ks, n_items: int, pools, weights=None) -> np.nda
                 top = N if k is None else int(np.searchsorted(Rg[:, int(np.argmin(pools))], k, side="right"))
                 F = np.zeros((N, pools.size))
                 F[:top] = metric_function(m, k, N)(Rg[:top])
-            out[:, i, j] = F if weights is None else F @ np.asarray(weights, dtype=np.float64)
+            out[:, i, j] = F
     return out
+
+
+def _weighted_pool_metric(metric, k, N: int, pools: np.ndarray, w: np.ndarray) -> np.ndarray:
+    r""":math:`\bar F(R) = \sum_g w_g F_{N_g}(R_g(R))`, :math:`R = 1..N`, for one metric and cut-off
+    (:func:`pool_metric_matrix` with ``weights``): blocks of pools, each on the rows where some pool of
+    the block maps to a rank :math:`\le K` (all rows without a cut-off); the rank map is
+    :func:`pool_rank_map`'s. ``pools``: checked sizes in ``2..N``."""
+    name = canonical_metric(metric)
+    own_size = name == "auc" or (name == "precision" and k is None)  # F involves the pool's size
+    out = np.zeros(N)
+    if k is not None:
+        check_int(k, "k", low=1)
+    nu = pools.astype(np.int64)
+    if k is None:
+        top = N
+    else:  # the rows R whose rank in the smallest pool is <= K: 2 j (N_min - 1) + N - 1 < 2 (N - 1) K
+        top = int(min(N, -(-(2 * (N - 1) * int(k) - (N - 1)) // (2 * (int(nu.min()) - 1)))))
+    block = max(1, int(4e6 // max(top, 1)))
+    j = np.arange(top, dtype=np.int64)[:, None]
+    for s in range(0, nu.size, block):
+        g = nu[s:s + block][None, :]
+        Rg = 1 + (2 * j * (g - 1) + (N - 1)) // (2 * (N - 1))  # pool_rank_map on the rows 0..top-1
+        if own_size:
+            F = np.column_stack([metric_function(name, k, int(gg))(Rg[:, c]) for c, gg in enumerate(g[0])])
+        else:
+            F = metric_function(name, k, N)(Rg)
+        out[:top] += F @ w[s:s + block]
+    return out
+
+
+def pool_cell_metric(metrics, ks, grid: RankGrid, pools, weights) -> np.ndarray:
+    r"""The pool-weighted metric :math:`\bar F` (:func:`pool_metric_matrix` with ``weights``) averaged
+    over each cell of ``grid``, :math:`\frac1{|c|}\sum_{R\in c}\bar F(R)`: an array
+    ``(cells, len(metrics), len(ks))``; :math:`\widehat T = \sum_c w_c` times it is the metric of cell
+    masses :math:`w_c` with :math:`P` uniform within cells (TORS Eq. 26-27, per-user pools as in
+    :mod:`.distribution`). Exact on every cell (the ranks of a cell are summed one by one)."""
+    F = pool_metric_matrix(metrics, ks, grid.n_items, pools, weights)
+    if grid.exact:
+        return F
+    return np.add.reduceat(F, grid.lo - 1, axis=0) / grid.widths[:, None, None]
 
 
 # ---------------------------------------------------------------------------------------------
