@@ -51,7 +51,7 @@ def test_itemknn_hand_computation():
         # user 3 (items 2, 3), item 0: (s02^q) / (s01^q + s02^q)
         assert m.score([3])[0, 0] == pytest.approx(s02**q / (s01**q + s02**q))
         # Eq. 29: rows of s'' have unit L2 norm
-        assert np.allclose(np.linalg.norm(m.similarity_, axis=1), 1.0)
+        assert np.allclose(np.linalg.norm(m.similarity_.toarray(), axis=1), 1.0)
         assert np.allclose(m.score_items([3, 0], np.array([[0, 1], [3, 2]])),
                            expect[[3, 0]][np.arange(2)[:, None], [[0, 1], [3, 2]]])
 
@@ -60,9 +60,9 @@ def test_itemknn_neighbourhoods():
     # k' = 1: each row i keeps only its most similar item j (Eq. 28, delta(j in N_k'(i)))
     m = M.ItemKNN(q=1.0, k_prime=1).fit(TINY)
     s01, s12, s23 = 2 / np.sqrt(6), 2 / 3, 1 / np.sqrt(3)
-    kept = m.similarity_ > 0
+    kept = m.similarity_.toarray() > 0
     assert kept.sum(axis=1).tolist() == [1, 1, 1, 1]
-    assert np.argmax(m.similarity_, axis=1).tolist() == [1, 0, 1, 2]  # s01 > s12 for item 1
+    assert np.argmax(m.similarity_.toarray(), axis=1).tolist() == [1, 0, 1, 2]  # s01 > s12 for item 1
     assert s01 > s12 > s23
     # with one neighbour, y(u, i) = 1 if the neighbour is in H_u else 0
     # neighbours: 0->1, 1->0, 2->1, 3->2; H_0={0,1}, H_1={0,1,2}, H_2={1,2}, H_3={2,3}
@@ -70,7 +70,7 @@ def test_itemknn_neighbourhoods():
     assert np.array_equal(m.score(np.arange(4)), expect)
     # k = 1 (column neighbourhoods): s'_ij kept iff i is j's nearest item; ties to the lower id
     mk = M.ItemKNN(q=1.0, k=1).fit(TINY)
-    assert (mk.similarity_ > 0).sum(axis=0).tolist() == [1, 1, 1, 1]
+    assert (mk.similarity_.toarray() > 0).sum(axis=0).tolist() == [1, 1, 1, 1]
 
 
 def test_itemknn_both_cuts_use_the_original_similarities():
@@ -81,7 +81,7 @@ def test_itemknn_both_cuts_use_the_original_similarities():
     # Both: only (0,1) and (1,0). (Taking the row cut on the already column-cut matrix would also
     # keep (2,3), the only entry left in row 2.)
     m = M.ItemKNN(q=1.0, k=1, k_prime=1).fit(TINY)
-    kept = np.argwhere(m.similarity_ > 0).tolist()
+    kept = np.argwhere(m.similarity_.toarray() > 0).tolist()
     assert kept == [[0, 1], [1, 0]]
     # y(u, 0) = [1 in H_u], y(u, 1) = [0 in H_u]; items 2 and 3 have empty rows and score 0
     expect = np.array([[1, 1, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=float)
