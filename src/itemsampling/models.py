@@ -214,9 +214,9 @@ class ItemKNN(Recommender):
     """
 
     name = "itemknn"
-    #: bytes a kept similarity entry costs in the fit (the value and column index of s'' and of its
-    #: transpose, and one building copy)
-    _ENTRY_BYTES = 3 * (8 + 4)
+    #: bytes a similarity entry costs at the fit's peak (value and column index of s'', of its
+    #: transpose and of the blocks it is built from, and the row normalisation's temporaries)
+    _ENTRY_BYTES = 64
 
     def __init__(self, q: float = 1.0, k: int | None = None, k_prime: int | None = None, block_entries: int = 4_000_000):
         self.q = check_real(q, "q", low=0.0, low_open=True)
@@ -243,29 +243,29 @@ class ItemKNN(Recommender):
         return keep
 
     def _blocks(self, X: sp.csr_matrix):
-        """The rows of :math:`s` (Eq. 27, diagonal 0) for consecutive blocks of items, each as
-        ``(rows, cols, vals)`` of its nonzero entries; a block holds at most about ``block_entries``
-        co-occurrence entries (bounded by :math:`\\sum_{u \\in U_i} |H_u|` per item row)."""
+        r"""The rows of :math:`s` (Eq. 27, diagonal 0) for consecutive blocks of items: pairs
+        ``(a, B)``, ``B`` the CSR rows ``a, a+1, ...`` of :math:`s` (its nonzero entries only); a
+        block holds at most about ``block_entries`` co-occurrence counts (bounded by
+        :math:`\sum_{u \in U_i} |H_u|` per item row), or one row."""
         XT = X.T.tocsr()  # items x users
-        cnt = np.diff(XT.indptr).astype(np.float64)  # |U_i|
-        norm = np.sqrt(cnt)
+        norm = np.sqrt(np.diff(XT.indptr).astype(np.float64))  # sqrt |U_i|
         bound = XT @ np.diff(X.indptr).astype(np.float64)  # >= nnz of each row of X^T X
         N = XT.shape[0]
         a = 0
         while a < N:
             b = int(np.searchsorted(np.cumsum(bound[a:]), self.block_entries, side="right")) + a
             b = min(N, max(b, a + 1))
-            C = (XT[a:b] @ X).tocoo()
-            rows = C.row.astype(np.int64) + a
-            cols = C.col.astype(np.int64)
-            off = rows != cols
-            rows, cols = rows[off], cols[off]
-            vals = C.data[off] / (norm[rows] * norm[cols])  # a symmetric product: s_ij == s_ji exactly
+            C = sp.csr_matrix(XT[a:b] @ X)
+            rows = np.repeat(np.arange(a, b), np.diff(C.indptr))
+            vals = C.data / (norm[rows] * norm[C.indices])  # a symmetric product: s_ij == s_ji exactly
+            vals[C.indices == rows] = 0.0
+            del rows
             np.clip(vals, 0.0, 1.0, out=vals)
             if self.q != 1.0:
                 vals **= self.q
-            nz = vals > 0
-            yield rows[nz], cols[nz], vals[nz]
+            C.data = vals
+            C.eliminate_zeros()
+            yield a, C
             a = b
 
     def _fit(self, X):
@@ -275,11 +275,13 @@ class ItemKNN(Recommender):
         check_memory(self._ENTRY_BYTES * entries, f"ItemKNN's sparse similarity on {N} items (at most "
                      f"{entries:,.0f} co-occurring pairs)", "the number of items or interactions")
         uncut = self.k is None and self.k_prime is None
-        col_cut, row_cut, full = [], [], []  # (rows, cols, vals) kept by each cut, or every entry
-        for rows, cols, vals in self._blocks(X):
+        full, col_cut, row_cut = [], [], []  # the uncut blocks, or (rows, cols, vals) kept by each cut
+        for a, B in self._blocks(X):
             if uncut:
-                full.append((rows, cols, vals))
+                full.append(B)
                 continue
+            rows = np.repeat(np.arange(a, a + B.shape[0], dtype=np.int32), np.diff(B.indptr))
+            cols, vals = B.indices, B.data
             # Eq. 28: keep (i, j) when j is in N_k'(i) (row i) and i is in N_k(j) (row j, by symmetry),
             # both from the uncut s: an entry (j, i) of row j's top k is the pair (i, j).
             if self.k is not None:
@@ -296,22 +298,23 @@ class ItemKNN(Recommender):
             return sp.csr_matrix((v, (r, c)), shape=(N, N))
 
         if uncut:
-            S = build(full)
+            S = sp.vstack(full, format="csr") if full else sp.csr_matrix((N, N))
         elif self.k is None or self.k_prime is None:
             S = build(col_cut or row_cut)
         else:
-            S = build(col_cut).multiply(build(row_cut) != 0).tocsr()
+            S = sp.csr_matrix(build(col_cut).multiply(build(row_cut) != 0))
         del full, col_cut, row_cut
         S.sum_duplicates()
         S.eliminate_zeros()
         S.sort_indices()
-        row_norm = np.sqrt(np.asarray(S.multiply(S).sum(axis=1)).ravel())  # Eq. 29
+        lengths = np.diff(S.indptr)
+        row_norm = np.sqrt(np.bincount(np.repeat(np.arange(N), lengths), weights=S.data * S.data, minlength=N))
         inv = np.divide(1.0, row_norm, out=np.zeros_like(row_norm), where=row_norm > 0)
-        S2 = sp.csr_matrix(sp.diags(inv) @ S)
-        denom = np.asarray(S2.sum(axis=1)).ravel()
-        self.similarity_ = S2
+        S.data *= np.repeat(inv, lengths)  # Eq. 29, in place
+        denom = np.bincount(np.repeat(np.arange(N), lengths), weights=S.data, minlength=N)
+        self.similarity_ = S
         self._denom = np.where(denom > 0, denom, 1.0)
-        self._S_T = S2.T.tocsr()  # row j: s''_{ij} over items i
+        self._S_T = S.T.tocsr()  # row j: s''_{ij} over items i
 
     def _score(self, users):
         num = (self.X_[users] @ self._S_T).toarray()  # (b, N): sum_{j in H_u} s''_{ij}
