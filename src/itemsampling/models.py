@@ -369,6 +369,11 @@ class UserKNN(Recommender):
         return out
 
 
+#: The largest catalogue on which EASE's Cholesky factorisation and inverse use more than one BLAS thread
+#: (:class:`EASE`).
+_EASE_THREADED_MAX_ITEMS = 12_000
+
+
 class EASE(Recommender):
     r"""EASE (Steck 2019, Eq. 8): with the Gram matrix :math:`G = X^\top X` and
     :math:`P = (G + \lambda I)^{-1}`, the item-item weights are
@@ -392,15 +397,20 @@ class EASE(Recommender):
 
     def _fit(self, X):
         from scipy.linalg import lapack
+        from threadpoolctl import threadpool_limits
 
         N = X.shape[1]
         G = np.asfortranarray((X.T @ X).toarray())  # |U_i ∩ U_j|, exact in float64
         G[np.diag_indices(N)] += self.lam
-        # Cholesky of G + lam I (positive definite for lam > 0) and its inverse, both in place
-        G, info = lapack.dpotrf(G, lower=False, overwrite_a=True, clean=False)
-        if info != 0:  # pragma: no cover - G + lam I is positive definite
-            raise ValueError(f"EASE: the Gram matrix plus lam = {self.lam} is not positive definite (potrf info {info})")
-        P, info = lapack.dpotri(G, lower=False, overwrite_c=True)
+        # Cholesky of G + lam I (positive definite for lam > 0) and its inverse, both in place. scipy's
+        # OpenBLAS (0.3.30) crashes in a multi-threaded potrf above about 16,000 rows (measured: 12,000
+        # works, 16,400 and 16,980 segfault, with 2 threads): one thread there.
+        with threadpool_limits(1 if N > _EASE_THREADED_MAX_ITEMS else None, "blas"):
+            G, info = lapack.dpotrf(G, lower=False, overwrite_a=True, clean=False)
+            if info != 0:  # pragma: no cover - G + lam I is positive definite
+                raise ValueError(f"EASE: the Gram matrix plus lam = {self.lam} is not positive definite "
+                                 f"(potrf info {info})")
+            P, info = lapack.dpotri(G, lower=False, overwrite_c=True)
         if info != 0:  # pragma: no cover
             raise ValueError(f"EASE: inverting the Gram matrix failed (potri info {info})")
         for s in range(0, N, 1024):  # the lower triangle from the upper, a block of rows at a time
