@@ -850,10 +850,11 @@ def truth_repeats_rule(n_items: int, models, repeats: int = 100, reference: int 
     r"""Chapter 10's number of simulations of :func:`truth_experiment` on a catalogue of :math:`N` items
     with ``models``: ``repeats`` when no model has dense item-item matrices (:func:`dense_matrix_bytes`)
     or :math:`N \le` ``reference``, else :math:`\lceil \mathrm{repeats}\,(\mathrm{reference}/N)^2\rceil`,
-    at least ``least``. A model with dense :math:`N\times N` matrices (item-kNN) dominates a simulation's
-    cost, which grows at least as :math:`N^2` (on 2 cores, 400 users: item-kNN 20 s a simulation at
-    :math:`N` = 16,980, the other models about 1 s each); ``least`` keeps enough simulations for the
-    chapter's :math:`t` intervals and paired tests."""
+    at least ``least``. A model with dense :math:`N\times N` matrices (EASE) dominates a simulation's
+    cost, which grows at least as :math:`N^2` (on 2 cores, 400 users: the dense item-kNN took 20 s a
+    simulation at :math:`N` = 16,980, the other models about 1 s each); item-kNN's similarity is now
+    sparse and has none, so with the default models the rule keeps ``repeats``; ``least`` keeps enough
+    simulations for the chapter's :math:`t` intervals and paired tests."""
     N = check_int(n_items, "n_items", low=1)
     repeats = check_int(repeats, "repeats", low=2)
     reference = check_int(reference, "reference", low=1)
