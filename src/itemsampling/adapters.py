@@ -103,6 +103,9 @@ class LibraryScorer:
             return out
         if self.item_index is None:
             return np.asarray(self.pairs(lu, items.astype(np.int64)), dtype=np.float64)
+        if items.size and (items.min() < 0 or items.max() >= self.item_index.size):
+            raise ValueError(f"item {int(items.max())} is outside the {self.item_index.size} items of item_ids (the "
+                             "original id of every dataset item)")
         li = self.item_index[items]
         unknown = li < 0
         s = np.asarray(self.pairs(lu, np.where(unknown, 0, li)), dtype=np.float64)
