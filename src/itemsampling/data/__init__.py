@@ -36,7 +36,7 @@ from .decoys import map_ids, read_decoys, write_decoys
 from .frames import (COLUMNS, dataset_summary, drop_short_users, gini, holdout_fraction, item_counts,
                      leave_last_out, n_items_of, n_users_of, sample_users)
 from .interactions import (FORMATS, detect_format, given_split, load_count_lines, load_interactions, load_recbole,
-                           load_table, load_user_lines)
+                           load_split, load_table, load_user_lines)
 from .loaders import (MOVIELENS_ARCHIVES, _parse_fast, _parse_rows, fetch_movielens, load_movielens,
                       load_ncf)
 from .simulator import (DATASETS, ShapedConfig, Simulation, SimulationConfig, load_dataset, load_simulation,
@@ -61,6 +61,7 @@ __all__ = [
     "load_count_lines",
     "load_recbole",
     "load_table",
+    "load_split",
     "FORMATS",
     "gini",
     "item_counts",
