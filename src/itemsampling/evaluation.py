@@ -41,6 +41,34 @@ which only pairs two models' rows). A design ``"full"`` table has ``sample_size 
 (:math:`n_u = N_u`, the exact rank): its metric is the plain mean over rows, method ``"sampled"``; the
 rank-distribution estimators would treat it as :math:`N_u - 1` decoys drawn with replacement.
 
+Several models
+--------------
+``score`` may be a dict ``{model name: scorer}``: every model is evaluated on **the same decoys**
+(common random numbers), so that the difference of two models' metrics is estimated on paired rows
+(``estimate`` pairs two models' rows by their ``user`` column). Fixed design: each batch's decoys are
+drawn once and scored by every model (model ``a``'s ranks are those of a run of ``a`` alone with the
+same seed). Adaptive design: the decoys of stage :math:`j` are drawn once for the rows that some model
+still asks them for (its target still ranks first) and every such model scores them, so each row's
+decoys form one sequence of which every model consumes the prefix its stopping rule asks for; each
+model's decoys are still fresh uniform draws at every stage, so its law is the single-model one. The
+users sampled with ``n_users`` are the same for every model. The table holds the models one after the
+other in a ``model`` column; a model's item scorings are ``sample_size`` summed over its rows (fixed,
+adaptive) or :math:`N` a row (full).
+
+**Frozen and published decoys.** ``return_decoys=True`` also returns the decoys (fixed: the :math:`n - 1`
+of each row; adaptive: each row's whole sequence up to :math:`n_{max} - 1`, drawn in full for it), and
+``decoys=`` ranks against a given set instead of drawing, so that a model evaluated next month meets
+the decoys of today's, and a paper's published decoys (:func:`itemsampling.data.read_decoys`: NCF's
+``.test.negative``, Elliot's fixed negatives) can be used as they are. Their law decides the kernel:
+with replacement (a row repeating a decoy shows it) the binomial one above; without replacement (no row
+repeats one: the published files) the hypergeometric one, ``estimate --without-replacement``, which the
+estimators take with one pool size for every row (the table's ``replacement`` column says it, and the
+rank-file reader refuses it with per-user pools); the adaptive design only with replacement. Decoys
+drawn by popularity are another law: the weighted path of chapter 11 (``estimate --weighted``).
+
+Tables concatenate with ``pd.concat`` (``attrs`` holds only numbers and text; pandas keeps them where
+every table has the same and drops them otherwise), and the input row of each table row is its index.
+
 Cost and memory
 ---------------
 ``attrs["scorings"]`` counts the (row, item) pairs passed to ``score``: :math:`n` per row (fixed);
