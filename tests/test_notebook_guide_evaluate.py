@@ -46,3 +46,10 @@ def test_verdicts_are_the_t_tests_of_the_recorded_errors(results):
     assert "3 repeats" in text and ("cannot be told apart" in text or ("smaller" in text) == (diff < 0))
     assert results["eval_verdict_bias"].count("Recall@10 error") == 3
     assert 0 <= results["eval_truth_10"] <= 1 and np.isfinite(results["eval_seconds"])
+
+
+def test_the_libraries_section_pairs_two_models_and_freezes_the_decoys(results):
+    """implicit's ALS and Cornac's BPR through the adapters: one row per model and test user; the decoys
+    written, read back and given again rank as the decoys returned."""
+    assert results["eval_lib_rows"] == 2 * results["eval_dataset_users"]
+    assert results["eval_lib_same"] == "the same"
