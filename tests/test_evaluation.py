@@ -205,8 +205,8 @@ def test_full_design_is_exact_and_user_sampling_takes_whole_users():
     for seed in range(80):
         sub = sampled_ranks(Recorder(), users, targets, exclude=EXCL, n_items=N, design="full", n_users=2, rng=seed)
         chosen = set(sub["user"])
-        assert len(chosen) == 2 and sub.attrs["rows"].tolist() == np.flatnonzero(np.isin(users, list(chosen))).tolist()
-        assert sub["rank"].tolist() == [want[i] for i in sub.attrs["rows"]]
+        assert len(chosen) == 2 and sub.index.tolist() == np.flatnonzero(np.isin(users, list(chosen))).tolist()
+        assert sub["rank"].tolist() == [want[i] for i in sub.index]
         assert sub.attrs["call"].endswith('design="full", n_users=2, rng=seed)')
         seen.add(frozenset(chosen))
     assert len(seen) == 10  # every pair of the 5 users turns up

@@ -80,3 +80,10 @@ def test_prose_numbers_are_formatted(results):
         assert not re.search(r"(?<![\d,.])\d{5,}(?![\d,])", text), (key, text)  # 5+ digits without separators
     assert f"{results['own_M']:,} test users" in results["own_dataset"]
     assert math.isfinite(results["own_seconds"])
+
+
+def test_the_libraries_section_pairs_two_models_and_freezes_the_decoys(results):
+    """implicit's ALS and Cornac's BPR through the adapters: one row per model and test user; the decoys
+    written, read back and given again rank as the decoys returned."""
+    assert results["eval_lib_rows"] == 2 * results["own_M"]
+    assert results["eval_lib_same"] == "the same"

@@ -41,6 +41,34 @@ which only pairs two models' rows). A design ``"full"`` table has ``sample_size 
 (:math:`n_u = N_u`, the exact rank): its metric is the plain mean over rows, method ``"sampled"``; the
 rank-distribution estimators would treat it as :math:`N_u - 1` decoys drawn with replacement.
 
+Several models
+--------------
+``score`` may be a dict ``{model name: scorer}``: every model is evaluated on **the same decoys**
+(common random numbers), so that the difference of two models' metrics is estimated on paired rows
+(``estimate`` pairs two models' rows by their ``user`` column). Fixed design: each batch's decoys are
+drawn once and scored by every model (model ``a``'s ranks are those of a run of ``a`` alone with the
+same seed). Adaptive design: the decoys of stage :math:`j` are drawn once for the rows that some model
+still asks them for (its target still ranks first) and every such model scores them, so each row's
+decoys form one sequence of which every model consumes the prefix its stopping rule asks for; each
+model's decoys are still fresh uniform draws at every stage, so its law is the single-model one. The
+users sampled with ``n_users`` are the same for every model. The table holds the models one after the
+other in a ``model`` column; a model's item scorings are ``sample_size`` summed over its rows (fixed,
+adaptive) or :math:`N` a row (full).
+
+**Frozen and published decoys.** ``return_decoys=True`` also returns the decoys (fixed: the :math:`n - 1`
+of each row; adaptive: each row's whole sequence up to :math:`n_{max} - 1`, drawn in full for it), and
+``decoys=`` ranks against a given set instead of drawing, so that a model evaluated next month meets
+the decoys of today's, and a paper's published decoys (:func:`itemsampling.data.read_decoys`: NCF's
+``.test.negative``, Elliot's fixed negatives) can be used as they are. Their law decides the kernel:
+with replacement (a row repeating a decoy shows it) the binomial one above; without replacement (no row
+repeats one: the published files) the hypergeometric one, ``estimate --without-replacement``, which the
+estimators take with one pool size for every row (the table's ``replacement`` column says it, and the
+rank-file reader refuses it with per-user pools); the adaptive design only with replacement. Decoys
+drawn by popularity are another law: the weighted path of chapter 11 (``estimate --weighted``).
+
+Tables concatenate with ``pd.concat`` (``attrs`` holds only numbers and text; pandas keeps them where
+every table has the same and drops them otherwise), and the input row of each table row is its index.
+
 Cost and memory
 ---------------
 ``attrs["scorings"]`` counts the (row, item) pairs passed to ``score``: :math:`n` per row (fixed);
@@ -58,15 +86,16 @@ calls to ``score``: the difference is this function's own overhead
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import as_rng, check_int
+from ._validation import as_rng, check_bool, check_int
 from .sampling import adaptive_sizes
 
-__all__ = ["sampled_ranks", "DESIGNS", "BATCH_ENTRIES", "design_call"]
+__all__ = ["sampled_ranks", "DESIGNS", "DECOY_LAWS", "BATCH_ENTRIES", "design_call"]
 
 #: The designs of :func:`sampled_ranks`.
 DESIGNS = ("fixed", "adaptive", "full")
@@ -136,10 +165,12 @@ def _check_exclude(exclude, n_items: int, users: np.ndarray):
 class _Scorer:
     """Calls ``score`` on one batch, checks what it returns and keeps the count and the time."""
 
-    def __init__(self, score):
+    def __init__(self, score, name=None):
+        what = "score" if name is None else f"score[{name!r}]"
         if not callable(score):
-            raise ValueError(f"score must be a function score(users, items) -> scores, got {type(score).__name__}")
+            raise ValueError(f"{what} must be a function score(users, items) -> scores, got {type(score).__name__}")
         self.score = score
+        self.what = what
         self.scorings = 0
         self.seconds = 0.0
 
@@ -149,19 +180,35 @@ class _Scorer:
         self.seconds += time.perf_counter() - t0
         self.scorings += items.size
         s = np.asarray(out)
-        what = f"score(users, items) for rows {rows[0]}..{rows[-1]}"
+        what = f"{self.what}(users, items) for rows {rows[0]}..{rows[-1]}"
         if s.shape != items.shape:
-            raise ValueError(f"score must return an array of shape (len(users), k) = {items.shape}, got shape "
+            raise ValueError(f"{self.what} must return an array of shape (len(users), k) = {items.shape}, got shape "
                              f"{s.shape} ({what})")
         if s.dtype.kind not in "fiu":
-            raise ValueError(f"score must return real numbers, got dtype {s.dtype} ({what})")
+            raise ValueError(f"{self.what} must return real numbers, got dtype {s.dtype} ({what})")
         if s.dtype.kind == "f":
             bad = np.isnan(s)
             if bad.any():
                 b, j = np.unravel_index(int(np.argmax(bad)), s.shape)
-                raise ValueError(f"score returned NaN for row {rows[b]} (user {users[b]}, item {items[b, j]}); "
+                raise ValueError(f"{self.what} returned NaN for row {rows[b]} (user {users[b]}, item {items[b, j]}); "
                                  "scores must be numbers (ties and +-inf are allowed)")
         return s
+
+
+def _scorers(score) -> tuple[list, list | None]:
+    """One :class:`_Scorer` per model: ``score`` a function (one model, no name) or a non-empty mapping
+    ``name -> function`` (several models, evaluated on the same decoys)."""
+    if isinstance(score, Mapping):
+        if not score:
+            raise ValueError("score must be a function or a non-empty dict {model name: function}, got an empty dict")
+        names = []
+        for name in score:
+            if not isinstance(name, str) or not name.strip() or name != name.strip():
+                raise ValueError(f"score's model names must be non-empty strings without surrounding blanks (they fill "
+                                 f"the table's model column), got {name!r}")
+            names.append(name)
+        return [_Scorer(score[n], n) for n in names], names
+    return [_Scorer(score)], None
 
 
 def _batches(n_rows: int, width: int):
@@ -253,17 +300,75 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="rows", delay=2.0, disable=None, leave=False)
 
 
-def sampled_ranks(score, users, targets, *, exclude=None, n_items, design="fixed", sample_size=100,
-                  initial_size=100, max_size=3200, n_users=None, rng=None) -> pd.DataFrame:
-    r"""Sampled ranks of held-out items under a reader's model, by one evaluation design (module docstring).
+def _check_decoys(decoys, users: np.ndarray, targets: np.ndarray, X, n_items: int) -> np.ndarray:
+    """A given decoy set: an integer array ``(rows, w)``, ``w >= 1``, of items ``0..n_items - 1`` that are
+    neither the row's target nor excluded for the row's user; refused naming the row and the column."""
+    D = np.asarray(decoys)
+    if D.ndim != 2 or D.shape[0] != users.size or D.shape[1] < 1:
+        raise ValueError(f"decoys must be an array of shape (len(users), n - 1) = ({users.size}, n - 1) with at least "
+                         f"one column, got shape {D.shape}")
+    if D.dtype.kind not in "iu":
+        raise ValueError(f"decoys must hold integer item ids, got dtype {D.dtype}")
+    D = D.astype(np.int64)
+    bad = (D < 0) | (D >= n_items)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ValueError(f"decoys must lie in 0..n_items - 1 = {n_items - 1}, got {D[r, c]} (row {r}, column {c})")
+    bad = D == targets[:, None]
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ValueError(f"decoys must not hold the row's target: row {r} (user {users[r]}) has its target {targets[r]} "
+                         f"in column {c}")
+    if X is not None:
+        w = D.shape[1]
+        for lo, hi in _batches(users.size, w):
+            sub = X[users[lo:hi]]
+            b = hi - lo
+            keys = np.repeat(np.arange(b, dtype=np.int64), np.diff(sub.indptr)) * n_items + sub.indices
+            probe = (np.arange(b, dtype=np.int64)[:, None] * n_items + D[lo:hi]).ravel()
+            hit = np.isin(probe, keys)
+            if hit.any():
+                r, c = divmod(int(np.argmax(hit)), w)
+                raise ValueError(f"decoys must come from the row's pool: row {lo + r} (user {users[lo + r]}) has the "
+                                 f"excluded item {D[lo + r, c]} in column {c}")
+    return D
+
+
+def _repeats(D: np.ndarray) -> np.ndarray:
+    """Rows of ``D`` that hold some item twice."""
+    S = np.sort(D, axis=1)
+    return np.flatnonzero(np.any(S[:, 1:] == S[:, :-1], axis=1))
+
+
+#: What ``attrs["decoys"]`` says of the decoys' law.
+DECOY_LAWS = {
+    "drawn": "drawn: uniform with replacement over each row's pool less its target",
+    "given_with": "given: uniform with replacement over each row's pool less its target (as stated or as its repeats "
+                  "show)",
+    "given_without": "given: uniform without replacement over each row's pool less its target (no row repeats a "
+                     "decoy): the hypergeometric kernel",
+    "none": "none: full ranking",
+}
+
+
+def sampled_ranks(score, users, targets, *, exclude=None, n_items, design="fixed", sample_size=None,
+                  initial_size=100, max_size=3200, n_users=None, rng=None, decoys=None, replacement=None,
+                  return_decoys=False):
+    r"""Sampled ranks of held-out items under a reader's model(s), by one evaluation design (module docstring).
 
     Parameters
     ----------
-    score : callable
+    score : callable, or dict ``{model name: callable}``
         ``score(users, items) -> scores``: ``users`` an int64 array ``(m,)``, ``items`` an int64 array
         ``(m, k)`` (row :math:`b` holds items for user ``users[b]``), returns a real array ``(m, k)``,
         larger = better. Called in batches of at most :data:`BATCH_ENTRIES` pairs; it must score an item
         the same whichever batch or column it comes in (the adaptive design keeps the target's score).
+        A dict evaluates several models **on the same decoys** (common random numbers): every model ranks
+        each row's target against the same decoys (fixed design), the same decoy sequence of which it
+        consumes the prefix its stopping rule asks for (adaptive design), the same sampled users
+        (``n_users``); the table then has a ``model`` column, and two models' rows are paired by
+        ``(user, item)`` (module docstring, "Several models"). :mod:`itemsampling.adapters` turns a fitted
+        model of ``implicit``, Cornac, LensKit or RecBole into such a function.
     users, targets : arrays of int, same length
         One held-out item per row: the user and the target item (``0..n_items - 1``). A user may have
         several rows.
@@ -273,8 +378,9 @@ def sampled_ranks(score, users, targets, *, exclude=None, n_items, design="fixed
     n_items : int
         Catalogue size :math:`N \ge 2`; a row's pool is :math:`N_u = N - |\mathrm{exclude}_u|` (target included).
     design : ``"fixed"``, ``"adaptive"`` or ``"full"``
-    sample_size : int
-        ``"fixed"``: :math:`n`, the sampled set including the target (:math:`2 \le n \le N_u` for every row).
+    sample_size : int or None
+        ``"fixed"``: :math:`n`, the sampled set including the target (:math:`2 \le n \le N_u` for every row);
+        ``None``: 100, or one more than the columns of ``decoys``.
     initial_size, max_size : int
         ``"adaptive"``: :math:`n_0 \ge 2` and :math:`n_{max} = n_0 2^j \le N_u` for every row.
     n_users : int or None
@@ -282,27 +388,52 @@ def sampled_ranks(score, users, targets, *, exclude=None, n_items, design="fixed
         rows; with ``"full"`` this is user sampling. ``None``: every row.
     rng : seed or Generator
         The users' sample and the decoys; the same seed gives the same table.
+    decoys : integer array ``(len(users), w)`` or None
+        Rank against these decoys instead of drawing them (frozen or published decoys, e.g. read by
+        :func:`itemsampling.data.read_decoys`): row :math:`i`'s items, none its target or excluded.
+        ``"fixed"``: :math:`w = n - 1`; ``"adaptive"``: :math:`w \ge n_{max} - 1`, each model consuming the
+        prefix its stopping rule asks for (stage :math:`j` the next :math:`n_j / 2` columns). Not with
+        ``"full"``.
+    replacement : bool or None
+        The law of the given ``decoys``: ``True`` uniform with replacement over the pool less the target (the
+        law this function draws), ``False`` uniform without replacement (the hypergeometric kernel:
+        ``estimate --without-replacement``; fixed design only, since the adaptive stages' kernel is then not
+        the fixed-size one); ``None``: ``True`` if some row repeats a decoy, else ``False``. Without
+        ``decoys`` only ``None`` or ``True``.
+    return_decoys : bool
+        Also return the decoys, an int64 array aligned with one model's rows of the table: ``(rows, n - 1)``
+        (fixed) or ``(rows, n_max - 1)`` (adaptive: every row's whole sequence is then drawn, which costs
+        :math:`n_{max} - 1` draws and 8 bytes each a row); pass it back as ``decoys`` to rank another model
+        against them in a later run. Not with ``"full"``.
 
     Returns
     -------
-    pandas.DataFrame
-        One row per evaluated row, in the input order: ``user, item, rank, sample_size, n_items`` (int64;
-        ``n_items`` the row's pool :math:`N_u`, ``sample_size`` :math:`n` / :math:`n_u` / :math:`N_u`).
-        ``attrs``: ``"design"`` (the name), ``"call"`` (the keyword arguments that run it again),
-        ``"scorings"`` (item scorings), ``"rows"`` (input rows evaluated, an int64 array), ``"replacement"``
-        (``True``: decoys with replacement), ``"seconds"`` and ``"score_seconds"``.
+    pandas.DataFrame, or ``(table, decoys)`` with ``return_decoys``
+        One row per evaluated row (per model), in the input order, indexed by the input row number:
+        ``[model,] user, item, rank, sample_size, n_items`` (int64; ``model`` the dict's names, the models
+        one after the other; ``n_items`` the row's pool :math:`N_u`, ``sample_size`` :math:`n` / :math:`n_u` /
+        :math:`N_u`), and a boolean column ``replacement`` (all ``False``) when the given decoys were drawn
+        without replacement. ``attrs`` holds only numbers and text, so that tables concatenate with
+        ``pd.concat`` (which keeps the attributes where every table has the same and drops them otherwise):
+        ``"design"``, ``"call"`` (the call that runs it again), ``"decoys"`` (their law, :data:`DECOY_LAWS`),
+        ``"replacement"`` (bool), ``"models"`` (how many), ``"scorings"`` (item scorings, all models),
+        ``"seconds"`` and ``"score_seconds"``.
 
     Raises ``ValueError`` naming the argument (and the row) for a non-callable ``score``, a score of the
     wrong shape, of a non-real dtype or with NaN, users or targets that are not integer ids, of different
     lengths or out of range, an excluded target, an ``exclude`` that is not a sparse ``users x n_items``
     matrix, a pool with fewer than two items or smaller than the sample (``sample_size``, ``max_size``), an
-    unknown ``design``, bad sizes, ``n_users`` or ``rng``.
+    unknown ``design``, bad sizes, ``n_users`` or ``rng``, and given ``decoys`` of the wrong shape, out of
+    the row's pool, too few for the design or repeating an item when ``replacement=False``.
     """
     t_start = time.perf_counter()
-    scorer = _Scorer(score)
+    scorers, names = _scorers(score)
     N = check_int(n_items, "n_items", low=2)
     if not isinstance(design, str) or design not in DESIGNS:
         raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+    return_decoys = check_bool(return_decoys, "return_decoys")
+    if replacement is not None:
+        replacement = check_bool(replacement, "replacement")
     u_all = _int_ids(users, "users")
     t_all = _int_ids(targets, "targets")
     if t_all.size != u_all.size:
@@ -331,13 +462,52 @@ def sampled_ranks(score, users, targets, *, exclude=None, n_items, design="fixed
             raise ValueError(f"{name} must be <= every row's pool N_u (n_items minus the excluded items); row "
                              f"{row} (user {u_all[row]}) has N_u = {pools_all[row]}, got {name} = {size}")
 
+    D_all = None
+    if design == "full" and (decoys is not None or return_decoys):
+        raise ValueError("decoys and return_decoys apply to the fixed and adaptive designs; design \"full\" ranks "
+                         "every item of the pool and draws no decoys")
+    if decoys is None:
+        if replacement is False:
+            raise ValueError("replacement=False describes given decoys; the decoys this function draws are uniform "
+                             "with replacement (leave replacement unset, or pass the decoys drawn without replacement "
+                             "as decoys=)")
+        law = "none" if design == "full" else "drawn"
+        with_replacement = True
+    else:
+        D_all = _check_decoys(decoys, u_all, t_all, X, N)
+        rep = _repeats(D_all)
+        if replacement is False and rep.size:
+            r = int(rep[0])
+            raise ValueError(f"replacement=False (decoys drawn without replacement) but row {r} (user {u_all[r]}) "
+                             "repeats a decoy; pass replacement=True if they were drawn with replacement")
+        with_replacement = bool(rep.size) if replacement is None else replacement
+        if not with_replacement:
+            too_many = D_all.shape[1] > pools_all - 1
+            if too_many.any():
+                r = int(np.argmax(too_many))
+                raise ValueError(f"decoys: row {r} (user {u_all[r]}) has {D_all.shape[1]} distinct decoys but only "
+                                 f"{pools_all[r] - 1} pool items besides its target")
+            if design == "adaptive":
+                raise ValueError("decoys drawn without replacement (no row repeats a decoy) cannot run the adaptive "
+                                 "design: its stages' kernel is the fixed-size one only with replacement (TORS Eq. 43); "
+                                 "use design=\"fixed\", or pass replacement=True if they were drawn with replacement")
+        law = "given_with" if with_replacement else "given_without"
+
     if design == "fixed":
+        if sample_size is None:
+            sample_size = 100 if D_all is None else D_all.shape[1] + 1
         n = check_int(sample_size, "sample_size", low=2, high=N)
         refuse_small(n, "sample_size")
+        if D_all is not None and D_all.shape[1] != n - 1:
+            raise ValueError(f"decoys must have sample_size - 1 = {n - 1} columns for the fixed design, got "
+                             f"{D_all.shape[1]} (leave sample_size unset to take it from the decoys)")
         call = dict(sample_size=n)
     elif design == "adaptive":
         ladder = adaptive_sizes(initial_size, max_size, N)
         refuse_small(int(ladder[-1]), "max_size")
+        if D_all is not None and D_all.shape[1] < int(ladder[-1]) - 1:
+            raise ValueError(f"decoys must have at least max_size - 1 = {int(ladder[-1]) - 1} columns for the adaptive "
+                             f"design (each row's sequence up to n_max), got {D_all.shape[1]}")
         call = dict(initial_size=int(ladder[0]), max_size=int(ladder[-1]))
     else:
         call = {}
@@ -350,77 +520,113 @@ def sampled_ranks(score, users, targets, *, exclude=None, n_items, design="fixed
         rows = rows[np.isin(u_all, chosen)]
         call["n_users"] = m
     u, t, pools = u_all[rows], t_all[rows], pools_all[rows]
-    M = rows.size
-    ranks = np.empty(M, dtype=np.int64)
-    sizes = np.empty(M, dtype=np.int64)
+    D = None if D_all is None else D_all[rows]
+    M, K = rows.size, len(scorers)
+    ranks = np.empty((K, M), dtype=np.int64)
+    sizes = np.empty((K, M), dtype=np.int64)
+    drawn = None
 
     if design == "fixed":
+        if return_decoys and D is None:
+            drawn = np.empty((M, n - 1), dtype=np.int64)
         with _progress(M, "sampled_ranks fixed") as bar:
             for lo, hi in _batches(M, n):
                 sl = slice(lo, hi)
                 items = np.empty((hi - lo, n), dtype=np.int64)
                 items[:, 0] = t[sl]
-                items[:, 1:] = _decoys(gen, X, N, u[sl], t[sl], pools[sl], n - 1)
-                s = scorer(rows[sl], u[sl], items)
-                ranks[sl] = 1 + np.count_nonzero(s[:, 1:] > s[:, :1], axis=1)
+                items[:, 1:] = D[sl] if D is not None else _decoys(gen, X, N, u[sl], t[sl], pools[sl], n - 1)
+                if drawn is not None:
+                    drawn[sl] = items[:, 1:]
+                for k, scorer in enumerate(scorers):
+                    s = scorer(rows[sl], u[sl], items)
+                    ranks[k, sl] = 1 + np.count_nonzero(s[:, 1:] > s[:, :1], axis=1)
                 bar.update(hi - lo)
         sizes[:] = n
     elif design == "adaptive":
-        n0 = int(ladder[0])
-        target_score = None
+        n0, width = int(ladder[0]), int(ladder[-1]) - 1
+        if return_decoys and D is None:  # every row's whole sequence, drawn once, so that it can be given back
+            D = drawn = np.empty((M, width), dtype=np.int64)
+            for lo, hi in _batches(M, width):
+                D[lo:hi] = _decoys(gen, X, N, u[lo:hi], t[lo:hi], pools[lo:hi], width)
+
+        def stage(a, start, count):
+            """Decoys ``start..start + count - 1`` of rows ``a``'s sequences: read, or drawn now (uniform, fresh)."""
+            if D is not None:
+                return D[a, start:start + count]
+            return _decoys(gen, X, N, u[a], t[a], pools[a], count)
+
+        target_score = [None] * K
         with _progress(M, f"sampled_ranks adaptive, n = {n0}") as bar:
             for lo, hi in _batches(M, n0):
                 sl = slice(lo, hi)
                 items = np.empty((hi - lo, n0), dtype=np.int64)
                 items[:, 0] = t[sl]
-                items[:, 1:] = _decoys(gen, X, N, u[sl], t[sl], pools[sl], n0 - 1)
-                s = scorer(rows[sl], u[sl], items)
-                if target_score is None:
-                    target_score = np.empty(M, dtype=s.dtype)
-                target_score[sl] = s[:, 0]
-                ranks[sl] = 1 + np.count_nonzero(s[:, 1:] > s[:, :1], axis=1)
+                items[:, 1:] = stage(np.arange(lo, hi), 0, n0 - 1)
+                for k, scorer in enumerate(scorers):
+                    s = scorer(rows[sl], u[sl], items)
+                    if target_score[k] is None:
+                        target_score[k] = np.empty(M, dtype=s.dtype)
+                    target_score[k][sl] = s[:, 0]
+                    ranks[k, sl] = 1 + np.count_nonzero(s[:, 1:] > s[:, :1], axis=1)
                 bar.update(hi - lo)
         sizes[:] = n0
-        active = np.flatnonzero(ranks == 1)
+        active = ranks == 1  # (model, row): the target ranks first so far
+        start = n0 - 1
         for size in ladder[1:]:
-            if active.size == 0:
+            union = np.flatnonzero(active.any(axis=0))  # rows some model still asks decoys for
+            if union.size == 0:
                 break
             extra = int(size // 2)  # n_u extra decoys double the set from n_u to 2 n_u (Algorithm 1, line 5)
-            above = np.empty(active.size, dtype=np.int64)
-            with _progress(active.size, f"sampled_ranks adaptive, n = {int(size)}") as bar:
-                for lo, hi in _batches(active.size, extra):
-                    a = active[lo:hi]
-                    items = _decoys(gen, X, N, u[a], t[a], pools[a], extra)
-                    s = scorer(rows[a], u[a], items)
-                    above[lo:hi] = np.count_nonzero(s > target_score[a][:, None], axis=1)
+            with _progress(union.size, f"sampled_ranks adaptive, n = {int(size)}") as bar:
+                for lo, hi in _batches(union.size, extra):
+                    a = union[lo:hi]
+                    items = stage(a, start, extra)  # the same decoys for every model still on these rows
+                    for k, scorer in enumerate(scorers):
+                        on = active[k, a]
+                        if not on.any():
+                            continue
+                        ak = a[on]
+                        s = scorer(rows[ak], u[ak], items if on.all() else items[on])
+                        above = np.count_nonzero(s > target_score[k][ak][:, None], axis=1)
+                        ranks[k, ak] = above + 1
+                        sizes[k, ak] = size
+                        active[k, ak[above > 0]] = False
                     bar.update(hi - lo)
-            ranks[active] = above + 1
-            sizes[active] = size
-            active = active[above == 0]
+            start += extra
     else:
         with _progress(M, "sampled_ranks full") as bar:
             for lo, hi in _batches(M, N):
                 sl = slice(lo, hi)
                 b = hi - lo
                 items = np.broadcast_to(np.arange(N, dtype=np.int64), (b, N))
-                s = scorer(rows[sl], u[sl], items)
-                tgt = s[np.arange(b), t[sl]]
-                greater = np.count_nonzero(s > tgt[:, None], axis=1)
-                if X is not None:  # the excluded items that score above the target leave the count
-                    sub = X[u[sl]]
-                    r_idx = np.repeat(np.arange(b), np.diff(sub.indptr))
-                    greater -= np.bincount(r_idx[s[r_idx, sub.indices] > tgt[r_idx]], minlength=b)
-                ranks[sl] = 1 + greater
+                sub = X[u[sl]] if X is not None else None
+                for k, scorer in enumerate(scorers):
+                    s = scorer(rows[sl], u[sl], items)
+                    tgt = s[np.arange(b), t[sl]]
+                    greater = np.count_nonzero(s > tgt[:, None], axis=1)
+                    if sub is not None:  # the excluded items that score above the target leave the count
+                        r_idx = np.repeat(np.arange(b), np.diff(sub.indptr))
+                        greater -= np.bincount(r_idx[s[r_idx, sub.indices] > tgt[r_idx]], minlength=b)
+                    ranks[k, sl] = 1 + greater
                 bar.update(b)
         sizes[:] = pools
-    table = pd.DataFrame({"user": u, "item": t, "rank": ranks, "sample_size": sizes, "n_items": pools})
+    columns = {"user": np.tile(u, K), "item": np.tile(t, K), "rank": ranks.ravel(), "sample_size": sizes.ravel(),
+               "n_items": np.tile(pools, K)}
+    if names is not None:
+        columns = {"model": np.repeat(np.array(names, dtype=object), M), **columns}
+    if not with_replacement:
+        columns["replacement"] = np.zeros(K * M, dtype=bool)
+    table = pd.DataFrame(columns, index=pd.Index(np.tile(rows, K), name="row"))
     table.attrs.update({
         "design": design,
-        "call": design_call(design, n_items=N, **{k: v for k, v in call.items()}),
-        "scorings": int(scorer.scorings),
-        "rows": rows,
-        "replacement": True,
+        "call": design_call(design, n_items=N, **call),
+        "decoys": DECOY_LAWS[law],
+        "replacement": bool(with_replacement),
+        "models": K,
+        "scorings": int(sum(sc.scorings for sc in scorers)),
         "seconds": time.perf_counter() - t_start,
-        "score_seconds": scorer.seconds,
+        "score_seconds": float(sum(sc.seconds for sc in scorers)),
     })
+    if return_decoys:
+        return table, (drawn if drawn is not None else D.copy())
     return table

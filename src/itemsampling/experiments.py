@@ -211,7 +211,8 @@ def _format(dataset) -> str | None:
 
 
 _FORMAT_WORDS = {"user-lines": "the user-line split", "count-lines": "the count-prefixed user lines",
-                 "recbole": "the RecBole atomic file", "table": "the interactions table"}
+                 "recbole": "the RecBole atomic file", "table": "the interactions table",
+                 "split": "the split given as tables"}
 
 
 def describe_dataset(dataset) -> str:
@@ -248,7 +249,7 @@ def has_given_split(dataset) -> bool:
     """Whether a dataset comes with its own train/test split (an NCF split, ``train.txt`` with
     ``test.txt``), which :func:`load_split` keeps."""
     kind = _format(dataset)
-    return kind == "ncf" or (kind == "user-lines" and len(dataset_files(dataset)) == 2)
+    return kind in ("ncf", "split") or (kind == "user-lines" and len(dataset_files(dataset)) == 2)
 
 
 def data_phrase(dataset) -> str:
@@ -282,7 +283,7 @@ def data_statement(dataset, keeps_split: bool = True) -> str:
         text += (" It comes with its own train/test split, which this chapter does not use: it splits the "
                  "interactions of both files its own way, as described below.")
     elif has_given_split(dataset):
-        train_name, test_name = files[0].name, files[1].name
+        train_name, test_name = files[0].name, files[-1].name
         text += (f" It comes with its own train/test split, which the chapter's split keeps: the models train "
                  f"on `{train_name}`, and each test user's held-out item is one of their `{test_name}` items, "
                  "drawn with the seed (a user's other test items are neither trained on nor held out, so they "

@@ -30,7 +30,9 @@ __all__ = ["COLUMN_ALIASES", "FORMATS", "WEIGHTED_COLUMNS", "WEIGHTED_OPTIONAL",
            "k_value", "seed_value"]
 
 #: Accepted header names for each role, first = canonical. ``item`` (the held-out item's id, the column
-#: :func:`itemsampling.evaluation.sampled_ranks` writes) is recognised and not used by the estimates.
+#: :func:`itemsampling.evaluation.sampled_ranks` writes) is recognised and not used by the estimates;
+#: ``replacement`` (true/false, one value per model: how the decoys were drawn, the column
+#: ``sampled_ranks`` writes for given decoys drawn without replacement) sets :attr:`RankTable.replacement`.
 COLUMN_ALIASES = {
     "rank": ("rank", "sampled_rank", "r"),
     "sample_size": ("sample_size", "n"),
@@ -38,6 +40,7 @@ COLUMN_ALIASES = {
     "model": ("model",),
     "user": ("user", "user_id"),
     "item": ("item", "item_id"),
+    "replacement": ("replacement",),
 }
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet"}
@@ -54,7 +57,9 @@ class RankTable:
     ``ranks[model]`` is an int64 array of sampled ranks; ``sizes[model]`` an int (one sample size
     for everybody) or an int64 array of per-user sizes; ``pools[model]`` likewise the catalogue
     size (``n_items`` is then the largest); ``users[model]`` the user ids (strings) or
-    ``None`` when the file has no user column. Models keep their order of first appearance.
+    ``None`` when the file has no user column; ``replacement[model]`` ``True`` / ``False`` from a
+    ``replacement`` column (how the decoys were drawn: ``False`` asks for the without-replacement kernel),
+    ``None`` without one. Models keep their order of first appearance.
     """
 
     path: str
@@ -63,6 +68,7 @@ class RankTable:
     sizes: dict = field(default_factory=dict)
     users: dict = field(default_factory=dict)
     pools: dict = field(default_factory=dict)
+    replacement: dict = field(default_factory=dict)
 
     @property
     def per_user_pools(self) -> bool:
@@ -308,6 +314,18 @@ def read_rank_file(path, n_items: int | None, sample_size: int | None = None, fm
             who = f"user {users[i]!r}" + (f" of model {models[i]!r}" if "model" in roles else "")
             raise InputError(f"{_where(p, fmt, j)}, column {roles['user']!r}: {who} already appears on "
                              f"{_where(p, fmt, i).split(', ', 1)[1]} (one row per user and model)")
+    drawn_with = None
+    if "replacement" in roles:
+        col = roles["replacement"]
+        txt = df[col].astype(str).str.strip().str.lower()
+        truthy = txt.isin(["1", "true", "1.0"]).to_numpy()
+        falsy = txt.isin(["0", "false", "0.0"]).to_numpy()
+        bad = ~(truthy | falsy)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(f"{_where(p, fmt, i)}, column {col!r}: {df[col].iloc[i]!r} is not true/false (were the "
+                             "decoys drawn with replacement?)")
+        drawn_with = truthy
     table = RankTable(path=str(p), n_items=N)
     for m in dict.fromkeys(models):
         sel = models == m
@@ -320,6 +338,21 @@ def read_rank_file(path, n_items: int | None, sample_size: int | None = None, fm
         table.pools[m] = N if pools is None else (int(pools[sel][0]) if np.all(pools[sel] == pools[sel][0])
                                                   else pools[sel])
         table.users[m] = users[sel] if users is not None else None
+        table.replacement[m] = None
+        if drawn_with is not None:
+            w = drawn_with[sel]
+            if not (w.all() or not w.any()):
+                i = int(np.flatnonzero(sel)[np.argmax(w != w[0])])
+                raise InputError(f"{_where(p, fmt, i)}, column {roles['replacement']!r}: "
+                                 + (f"model {m!r} " if "model" in roles else "")
+                                 + "mixes rows drawn with and without replacement (one law per model)")
+            table.replacement[m] = bool(w[0])
+            if not w[0] and not isinstance(table.pools[m], int):
+                raise InputError(f"{p}: " + (f"model {m!r}: " if "model" in roles else "") + "decoys drawn without "
+                                 "replacement (column 'replacement' false) from per-user pools (n_items differs between "
+                                 "rows): their kernel, the hypergeometric, depends on each pool, and the estimators "
+                                 "take per-user pools only for decoys drawn with replacement; draw the decoys with "
+                                 "replacement, or give every row one pool (the same n_items)")
     return table
 
 

@@ -24,7 +24,7 @@ cached under ``data/cache/`` (atomic writes). The TORS-shaped catalogues ``sim-p
 
 The subpackage is split by role: :mod:`.simulator` (simulator and embedded datasets),
 :mod:`.loaders` (MovieLens and NCF files, download), :mod:`.interactions` (every published format,
-recognised by content: :func:`load_interactions`), :mod:`.frames` (splits, statistics), :mod:`.cache`
+recognised by content: :func:`load_interactions`), :mod:`.decoys` (frozen and published decoys: NCF's ``.test.negative``, Elliot's fixed negatives), :mod:`.frames` (splits, statistics), :mod:`.cache`
 (cache folder, atomic writes, checksummed files). Every name is re-exported here.
 """
 
@@ -32,10 +32,11 @@ from __future__ import annotations
 
 from .cache import (CACHE_VERSION, CacheWarning, atomic_save_npz, cache_dir, fingerprint, load_npz,
                     package_fingerprint, path_fingerprint, stable_hash)
+from .decoys import map_ids, read_decoys, write_decoys
 from .frames import (COLUMNS, dataset_summary, drop_short_users, gini, holdout_fraction, item_counts,
                      leave_last_out, n_items_of, n_users_of, sample_users)
 from .interactions import (FORMATS, detect_format, given_split, load_count_lines, load_interactions, load_recbole,
-                           load_table, load_user_lines)
+                           load_split, load_table, load_user_lines)
 from .loaders import (MOVIELENS_ARCHIVES, _parse_fast, _parse_rows, fetch_movielens, load_movielens,
                       load_ncf)
 from .simulator import (DATASETS, ShapedConfig, Simulation, SimulationConfig, load_dataset, load_simulation,
@@ -60,6 +61,7 @@ __all__ = [
     "load_count_lines",
     "load_recbole",
     "load_table",
+    "load_split",
     "FORMATS",
     "gini",
     "item_counts",
@@ -76,5 +78,8 @@ __all__ = [
     "path_fingerprint",
     "package_fingerprint",
     "fetch_movielens",
+    "read_decoys",
+    "write_decoys",
+    "map_ids",
     "MOVIELENS_ARCHIVES",
 ]

@@ -1,5 +1,6 @@
 """Command line: ``python -m itemsampling.data fetch ml-1m --dest data/raw`` and
-``python -m itemsampling.data summary DATASET [--user-column NAME] [--item-column NAME]``."""
+``python -m itemsampling.data summary DATASET [--user-column NAME] [--item-column NAME] [--validation
+train|drop]`` (the rows of each part of a split given as tables, and what became of its validation rows)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def _main(argv=None) -> int:
     s.add_argument("dataset")
     s.add_argument("--user-column", default=None, help="the user column of a table or RecBole file")
     s.add_argument("--item-column", default=None, help="the item column of a table or RecBole file")
+    s.add_argument("--validation", choices=("train", "drop"), default="train",
+                   help="a split given as train / valid / test tables: the validation rows join training (default) "
+                        "or are left out")
     args = p.parse_args(argv)
     try:
         if args.cmd == "fetch":
@@ -37,13 +41,15 @@ def _main(argv=None) -> int:
                                      f"{args.dataset} is a simulated dataset")
                 df = load_dataset(args.dataset)
             else:
-                df = load_interactions(args.dataset, args.user_column, args.item_column)
+                df = load_interactions(args.dataset, args.user_column, args.item_column, validation=args.validation)
             out = dataset_summary(df)
             if "source" in df.attrs:
                 out["format"] = df.attrs["source"]["format"]
                 out["files"] = df.attrs["source"]["files"]
                 if "held_out" in df.attrs:
                     out["held_out"] = int(df.attrs["held_out"].sum())
+                if "split" in df.attrs:
+                    out["split"] = df.attrs["split"]
             print(json.dumps(out, indent=1))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

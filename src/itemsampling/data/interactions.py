@@ -7,7 +7,7 @@ contiguous ``int64`` (users and items sorted by their original id, numerically w
 integer), the original ids in ``attrs["user_ids"]`` / ``attrs["item_ids"]``, the catalog sizes in
 ``attrs["n_users"]`` / ``attrs["n_items"]``, and the provenance in ``attrs["source"]``: the format
 and, for each file read, its path, size in bytes and SHA-256 digest. A file pair that is a
-train/test split (``train.txt`` + ``test.txt``, an NCF split) also sets ``attrs["held_out"]``, a
+train/test split (``train.txt`` + ``test.txt``, an NCF split, train / [valid /] test tables: :func:`load_split`) also sets ``attrs["held_out"]``, a
 boolean array aligned with the rows that is true for the rows of the test file
 (:func:`given_split` turns it back into ``(train, test)``).
 """
@@ -32,6 +32,9 @@ FORMATS = (
     "as NGCF, LightGCN and KGAT publish them)",
     "count-prefixed user lines (CiteULike's users.dat: line u is 'count item item ...')",
     "a RecBole atomic file (*.inter: tab-separated, header 'user_id:token item_id:token ...')",
+    "a split given as two or three tables (train / valid / test: train.csv + test.csv, train.tsv + test.tsv, "
+    "headerless 'user item [rating [timestamp]]' rows, or RecBole's NAME.train.inter + NAME.valid.inter + "
+    "NAME.test.inter)",
     "an interactions table (.csv, .tsv, .parquet, or delimited text) with a header naming the user and item "
     "columns ('user'/'item', or user_column / item_column), or headerless 'user item [rating [timestamp]]' rows",
 )
@@ -393,6 +396,90 @@ def load_recbole(path, user_column=None, item_column=None) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------------
+# splits given as tables
+# ---------------------------------------------------------------------------------------------
+#: The names of a split's parts: ``[PREFIX.]ROLE.SUFFIX`` with ROLE one of these (case-insensitive).
+SPLIT_ROLES = {"train": ("train", "training"), "valid": ("valid", "validation", "val", "dev"),
+               "test": ("test", "testing")}
+#: What :func:`load_split` does with the validation rows: join the training rows, or leave them out.
+VALIDATION = ("train", "drop")
+
+
+def _split_parts(folder: Path) -> dict | None:
+    """``{"train": path, ["valid": path,] "test": path}`` of the one split a folder holds as tables, ``None``
+    when it holds none; several candidate splits (another prefix or suffix) are refused naming them."""
+    role_of = {name: role for role, names in SPLIT_ROLES.items() for name in names}
+    groups: dict = {}
+    for f in sorted(folder.iterdir()):
+        if not f.is_file() or f.name.startswith(".") or f.suffix.lower() not in _TABLE_SUFFIXES:
+            continue
+        parts = f.name.split(".")
+        role = role_of.get(parts[-2].lower()) if len(parts) >= 2 else None
+        if role is None:
+            continue
+        key = (".".join(parts[:-2]), f.suffix.lower())
+        got = groups.setdefault(key, {})
+        if role in got:
+            raise ValueError(f"dataset folder {folder} holds two {role} tables {[got[role].name, f.name]}; keep one")
+        got[role] = f
+    splits = {k: v for k, v in groups.items() if "train" in v and "test" in v}
+    if len(splits) > 1:
+        names = [sorted(x.name for x in v.values()) for v in splits.values()]
+        raise ValueError(f"dataset folder {folder} holds several splits {names}; pass the folder of one")
+    if not splits:
+        return None
+    (key, parts), = splits.items()
+    whole = folder / f"{key[0]}{key[1]}" if key[0] else None
+    if whole is not None and whole.is_file():
+        raise ValueError(f"dataset folder {folder} holds both the whole file {whole.name} and the split "
+                         f"{sorted(x.name for x in parts.values())}; pass the file, or move it to read the split")
+    return {r: parts[r] for r in ("train", "valid", "test") if r in parts}
+
+
+def load_split(train, test, valid=None, *, validation: str = "train", user_column=None,
+               item_column=None) -> pd.DataFrame:
+    """A split given as tables (each read by :func:`load_table`, or :func:`load_recbole` for ``.inter``):
+    the training, test and optional validation files. Returns the common frame (module docstring) of all
+    rows with the ids of the three files in one index, ``attrs["held_out"]`` marking the test rows (the
+    split kept: :func:`given_split`), and ``attrs["split"]``, the rows of each part and what was done with
+    the validation rows: ``validation="train"`` (default) adds them to the training rows (a model
+    evaluated on the test rows is fitted on both, as the published protocols that tune on validation and
+    then refit do), ``"drop"`` leaves them out."""
+    if validation not in VALIDATION:
+        raise ValueError(f"validation must be one of {VALIDATION} (the validation rows join training, or are left "
+                         f"out), got {validation!r}")
+    paths = {"train": _as_path(train, "train"), "test": _as_path(test, "test")}
+    if valid is not None:
+        paths["valid"] = _as_path(valid, "valid")
+    users, items, ratings, times, held, files, counts = [], [], [], [], [], [], {}
+    fmt = "recbole" if all(p.suffix.lower() == ".inter" for p in paths.values()) else "table"
+    for role in ("train", "valid", "test"):
+        if role not in paths:
+            continue
+        p = paths[role]
+        part = (load_recbole if p.suffix.lower() == ".inter" else load_table)(p, user_column, item_column)
+        counts[role] = len(part)
+        files.append({**part.attrs["source"]["files"][0], "role": role})
+        if role == "valid" and validation == "drop":
+            continue
+        users.append(part.attrs["user_ids"][part["user"].to_numpy()])
+        items.append(part.attrs["item_ids"][part["item"].to_numpy()])
+        ratings.append(part["rating"].to_numpy())
+        times.append(part["timestamp"].to_numpy())
+        held.append(np.full(len(part), role == "test"))
+    kinds = {u.dtype.kind for u in users} | {i.dtype.kind for i in items}
+    if len(kinds) > 1:  # integer ids in one file, text in another: compared as text
+        users = [u.astype(str) for u in users]
+        items = [i.astype(str) for i in items]
+    out = _frame(np.concatenate(users), np.concatenate(items), np.concatenate(ratings), np.concatenate(times),
+                 f"{fmt}-split", files, np.concatenate(held))
+    out.attrs["split"] = {**{f"{r}_rows": n for r, n in counts.items()},
+                          "validation": ("none" if "valid" not in counts else
+                                         "joined training" if validation == "train" else "dropped")}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # recognition and dispatch
 # ---------------------------------------------------------------------------------------------
 def _head(path: Path, n: int = 64 * 1024) -> bytes:
@@ -446,8 +533,9 @@ def _sniff_file(path: Path) -> str | None:
 
 def detect_format(path) -> tuple[str, list[Path]]:
     """``(format, files)`` of a folder or file, recognised by content: ``"movielens"``,
-    ``"ncf"``, ``"user-lines"``, ``"count-lines"``, ``"recbole"`` or ``"table"``, and the files
-    the loader reads. A folder is searched for, in this order, an NCF split, ``train.txt``, a
+    ``"ncf"``, ``"user-lines"``, ``"count-lines"``, ``"recbole"``, ``"table"`` or ``"split"`` (train,
+    [valid,] test tables), and the files the loader reads. A folder is searched for, in this order, an NCF
+    split, ``train.txt``, a split given as tables (:func:`load_split`), a
     MovieLens ratings file (recursively), one ``*.inter`` file, ``users.dat``, and a single table
     file; a path no loader reads raises a ``ValueError`` listing the formats (:data:`FORMATS`)."""
     p = _as_path(path).expanduser()
@@ -461,6 +549,9 @@ def detect_format(path) -> tuple[str, list[Path]]:
             return "ncf", [p / f"{ncf[0]}.{k}" for k in ("train.rating", "test.rating", "test.negative")]
         if (p / "train.txt").is_file():
             return "user-lines", [p / "train.txt"] + ([p / "test.txt"] if (p / "test.txt").is_file() else [])
+        split = _split_parts(p)
+        if split is not None:
+            return "split", list(split.values())
         for name in _ML_FILES:
             hits = sorted(p.rglob(name))
             if hits:
@@ -495,16 +586,25 @@ def detect_format(path) -> tuple[str, list[Path]]:
     return kind, [p]
 
 
-def load_interactions(path, user_column=None, item_column=None) -> pd.DataFrame:
+def load_interactions(path, user_column=None, item_column=None, validation: str = "train") -> pd.DataFrame:
     """Load interactions from a folder or file in any format of :data:`FORMATS`, recognised by its
     content (:func:`detect_format`). ``user_column`` / ``item_column`` name the columns of a table
     or RecBole file (default: the usual names, see :func:`load_table`). Returns the common frame
     (module docstring), with ``attrs["source"]`` (format and each file's path, bytes and SHA-256)
     and, for a train/test split, ``attrs["held_out"]``. A path no loader reads is refused with one
-    message listing the formats known."""
+    message listing the formats known. A split given as tables (:func:`load_split`) keeps its split;
+    ``validation`` says what becomes of its validation rows (``"train"``: they join training, the default;
+    ``"drop"``)."""
     user_column = _check_column_name(user_column, "user_column")
     item_column = _check_column_name(item_column, "item_column")
+    if validation not in VALIDATION:
+        raise ValueError(f"validation must be one of {VALIDATION} (the validation rows join training, or are left "
+                         f"out), got {validation!r}")
     kind, files = detect_format(path)
+    if kind == "split":
+        roles = _split_parts(Path(path).expanduser())
+        return load_split(roles["train"], roles["test"], roles.get("valid"), validation=validation,
+                          user_column=user_column, item_column=item_column)
     if kind == "table":
         return load_table(files[0], user_column, item_column)
     if kind == "recbole":
