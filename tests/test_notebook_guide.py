@@ -391,3 +391,19 @@ def test_opening_boxes(results):
     assert f"{results['guide_val_near']} of {results['guide_val_cells']} cells" in results["guide_find_auto"]
     assert (f"{results['guide_plan_n_within']} of the {results['guide_plan_n_checked']} predicted"
             in results["guide_find_plan"])
+
+
+def test_box_pools_both_metrics_and_bounds_level(results):
+    """The box's per-user line reports NDCG beside Recall, each RMSE from Table G.6 (issue 47, 30); the bounds' level
+    for the test users is ci - (1 - ci)^2 / 4 (issue 47, 36)."""
+    from itemsampling.cli import DEFAULT_METHOD
+
+    text = results["guide_find_pools"]
+    k = results["guide_pool_k"]
+    tab = results["guide_pool_table"]
+    main = DEFAULT_METHOD.upper()
+    for label in (f"Recall@{k}", f"NDCG@{k}"):
+        own = tab[f"{main}/per-user N_u"][f"{label} RMSE (%)"]
+        guess = min(tab[f"{main}/N = largest pool"][f"{label} RMSE (%)"], tab[f"{main}/N = mean pool"][f"{label} RMSE (%)"])
+        assert f"{own:.1f}% against {guess:.1f}% at {label}" in text
+    assert results["guide_testusers_level"] == pytest.approx(0.949375, abs=1e-12)
