@@ -349,3 +349,20 @@ def test_oracle_sampled_bias_and_slope_verdicts_are_the_book_tests(results):
     assert v["p"] == pytest.approx(t.pvalue, rel=1e-9)
     assert v["decided"] == bool(t.pvalue < 0.05) and v["direction"] == (int(np.sign(t.statistic)) if t.pvalue < 0.05 else 0)
     assert f"{PARAMS['sweep_repeats']} repeats" in results["ch10_sweep_trend"]
+
+
+def test_order_share_one_exact_method(results):
+    """The share of simulations in the true order is tested by one exact method: its Clopper-Pearson interval decides
+    against one half, and the p value is the central exact one that the interval inverts (issue 47, P1)."""
+    verdicts = results["ch10_order_verdict"]
+    assert set(verdicts) == {"full", "uniform", "popularity"}
+    for s_, v in verdicts.items():
+        h, t = v["hits"], v["total"]
+        assert t == PARAMS["truth_repeats"] and 0 <= h <= t
+        lo, hi = stats.binomtest(h, t, 0.5).proportion_ci(0.95, method="exact")
+        assert (v["low"], v["high"]) == pytest.approx((lo, hi), rel=1e-12)
+        p = min(1.0, 2 * min(stats.binom.sf(h - 1, t, 0.5), stats.binom.cdf(h, t, 0.5)))
+        assert v["p"] == pytest.approx(p, rel=1e-12)
+        assert v["decided"] == (not lo <= 0.5 <= hi) and v["direction"] == (0 if not v["decided"] else 1 if lo > 0.5 else -1)
+    text = results["ch10_tau_text"]
+    assert "Clopper-Pearson" in text and "exact binomial test" in text and "t interval)" not in text.split("Kendall")[0]

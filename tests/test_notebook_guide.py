@@ -84,9 +84,15 @@ def test_command_estimates(results):
     assert results["guide_n_not_identified"] == len(rows)
     comps = results["guide_comparisons"]
     assert len(comps) == 4 and all(c["paired"] for c in comps)
-    # below the rule no comparison is identified, so none is declared whatever its interval
-    assert not any(c["identified"] or c["told_apart"] for c in comps)
-    assert results["guide_n_apart"] == 0 and results["guide_n_cmp_not_identified"] == 4
+    # below the rule no comparison is identified; an order is declared only where the interval excludes 0 (under the
+    # rule of either release: bounds that exclude 0 decide, or nothing below the rule does)
+    assert not any(c["identified"] for c in comps)
+    assert all((c["low"] > 0 or c["high"] < 0) for c in comps if c["told_apart"])
+    assert results["guide_n_apart"] == sum(c["told_apart"] for c in comps) and results["guide_n_cmp_not_identified"] == 4
+    # the page's sentence on them states the level of a bounds difference, 1 - 2 (1 - 0.95) = 90 %, and its counts
+    text = results["guide_diff_cover_text"]
+    assert "(level at least 90 %)" in text and "of the 4 intervals of a difference of the two models' bounds" in text
+    assert f"exclude 0 and the command orders {sum(c['told_apart'] for c in comps)} of them" in text
     # a difference's range below the rule is the two bounds' difference
     by = {(x["model"], x["label"]): x for x in rows}
     for c in comps:
@@ -387,3 +393,19 @@ def test_opening_boxes(results):
     assert f"{results['guide_val_near']} of {results['guide_val_cells']} cells" in results["guide_find_auto"]
     assert (f"{results['guide_plan_n_within']} of the {results['guide_plan_n_checked']} predicted"
             in results["guide_find_plan"])
+
+
+def test_box_pools_both_metrics_and_bounds_level(results):
+    """The box's per-user line reports NDCG beside Recall, each RMSE from Table G.6 (issue 47, 30); the bounds' level
+    for the test users is ci - (1 - ci)^2 / 4 (issue 47, 36)."""
+    from itemsampling.cli import DEFAULT_METHOD
+
+    text = results["guide_find_pools"]
+    k = results["guide_pool_k"]
+    tab = results["guide_pool_table"]
+    main = DEFAULT_METHOD.upper()
+    for label in (f"Recall@{k}", f"NDCG@{k}"):
+        own = tab[f"{main}/per-user N_u"][f"{label} RMSE (%)"]
+        guess = min(tab[f"{main}/N = largest pool"][f"{label} RMSE (%)"], tab[f"{main}/N = mean pool"][f"{label} RMSE (%)"])
+        assert f"{own:.1f}% against {guess:.1f}% at {label}" in text
+    assert results["guide_testusers_level"] == pytest.approx(0.949375, abs=1e-12)

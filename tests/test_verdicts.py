@@ -275,3 +275,26 @@ def test_coverage_verdict_exact_binomial():
     assert not book.coverage_verdict(95, 100).decided
     with pytest.raises(ValueError, match="hits"):
         book.coverage_verdict(9, 8)
+
+
+def test_share_verdict_one_exact_method():
+    # 3 of 20 against one half: P(X <= 3) = (1 + 20 + 190 + 1140) / 2^20, the central p twice that
+    v = book.share_verdict(3, 20, 0.5, what="the order holds", unit="simulations", null_name="one half")
+    assert v.decided and v.direction == -1
+    assert v.p == pytest.approx(2 * 1351 / 2 ** 20, rel=1e-12)
+    # the Clopper-Pearson ends are beta quantiles: Beta(0.025; 3, 18) and Beta(0.975; 4, 17)
+    assert v.detail["low"] == pytest.approx(stats.beta.ppf(0.025, 3, 18), rel=1e-9)
+    assert v.detail["high"] == pytest.approx(stats.beta.ppf(0.975, 4, 17), rel=1e-9)
+    assert v.text.startswith("the order holds in 3 of 20 simulations (share 0.15, 95 % Clopper-Pearson interval [")
+    assert v.text.endswith(f"below one half (exact binomial test, p = {v.p:.2g})")
+    # the interval decides, and its test agrees: p < 5 % exactly when the interval excludes the null
+    for hits in range(21):
+        w = book.share_verdict(hits, 20)
+        assert w.decided == (w.p < 0.05) == (not w.detail["low"] <= 0.5 <= w.detail["high"]), hits
+    u = book.share_verdict(10, 20, null_name="one half")
+    assert not u.decided and u.direction == 0 and u.p == 1.0 and "cannot be told apart from one half at 20" in u.text
+    assert book.share_verdict(20, 20).direction == 1  # every repeat: decided, not refused
+    with pytest.raises(ValueError, match="hits"):
+        book.share_verdict(21, 20)
+    with pytest.raises(ValueError, match="null"):
+        book.share_verdict(3, 20, 1.0)

@@ -9,7 +9,7 @@ rendered book the value is also *glued* (``myst_nb.glue``) so prose can quote it
 Every verdict the book prints ("larger than", "cannot be told apart", "equivalent within", "k of m
 rows", an order "X > Y = Z") comes from the functions at the end of this module and is glued:
 :func:`t_quantile` (t below 30 repeats), :func:`mean_interval`, :func:`compare_means`,
-:func:`compare_with_paper`, :func:`holm` and :func:`count_verdict` (multiple rows),
+:func:`compare_with_paper`, :func:`coverage_verdict` and :func:`share_verdict` (a share, exactly), :func:`holm` and :func:`count_verdict` (multiple rows),
 :func:`match_table` (saturated cells apart), :func:`order_verdict`, :func:`fmt_vs` and
 :func:`fmt_bound` (rounding that cannot flip a comparison). A test that cannot come out the other
 way raises :class:`VerdictRefused`.
@@ -32,7 +32,7 @@ from ._validation import as_float_array, check_bool, check_int, check_real
 __all__ = ["record", "record_text", "recorded", "to_jsonable", "order_string", "standard_error",
            "compare_with_paper", "paired_difference", "RESULTS_ENV", "t_quantile", "mean_interval", "Interval",
            "Verdict", "VerdictRefused", "compare_means", "holm", "count_verdict", "match_table", "fmt_vs",
-           "fmt_bound", "order_verdict", "p_value", "variance_p_value", "holm_signs", "coverage_verdict"]
+           "fmt_bound", "order_verdict", "p_value", "variance_p_value", "holm_signs", "coverage_verdict", "share_verdict"]
 
 RESULTS_ENV = "ITEMSAMPLING_RESULTS"
 _RECORDED: dict = {}
@@ -588,6 +588,39 @@ def coverage_verdict(hits, total, nominal=0.95, alpha=0.05, *, what="the interva
         return Verdict(text, True, direction, p, total, {"share": share})
     text = head + f"which cannot be told apart from {_pct(nominal)} at {total} {unit} (exact binomial test, p = {p:.2g})"
     return Verdict(text, False, 0, p, total, {"share": share})
+
+
+def share_verdict(hits, total, null=0.5, *, what="the event", unit="repeats", null_name=None,
+                  level=0.95) -> Verdict:
+    """Whether a share, ``hits`` of ``total`` independent repeats, differs from ``null``, by one exact
+    method: the Clopper-Pearson interval at ``level`` (scipy ``binomtest(...).proportion_ci("exact")``)
+    decides (``null`` outside it), and ``p`` is the central exact p value that this interval inverts,
+    ``min(1, 2 min(P(X >= hits), P(X <= hits)))`` under Binomial(total, null), so ``p < 1 - level``
+    exactly when the interval excludes ``null``. The text reads "the event holds in 3 of 20 repeats
+    (share 0.15, 95 % Clopper-Pearson interval [0.03, 0.38]), below one half (exact binomial test,
+    p = 0.0026)" or "..., which cannot be told apart from one half at 20 repeats (...)"."""
+    from scipy import stats
+
+    total = check_int(total, "total", low=1)
+    hits = check_int(hits, "hits", low=0, high=total)
+    null = check_real(null, "null", low=0, high=1, low_open=True, high_open=True)
+    level = _check_level(level)
+    if not isinstance(what, str) or not what:
+        raise ValueError(f"what must be a non-empty string, got {what!r}")
+    name = null_name if null_name else f"{null:g}"
+    lo, hi = stats.binomtest(hits, total, null).proportion_ci(level, method="exact")
+    lo, hi = float(lo), float(hi)
+    p = float(min(1.0, 2 * min(stats.binom.sf(hits - 1, total, null), stats.binom.cdf(hits, total, null))))
+    share = hits / total
+    head = (f"{what} in {hits} of {total} {unit} (share {share:.2f}, {_pct(level)} Clopper-Pearson interval "
+            f"[{fmt_bound(lo, 2, 'lower')}, {fmt_bound(hi, 2, 'upper')}]), ")
+    detail = {"share": share, "low": lo, "high": hi, "null": null}
+    if lo > null or hi < null:
+        direction = 1 if lo > null else -1
+        text = head + f"{'above' if direction > 0 else 'below'} {name} (exact binomial test, p = {p:.2g})"
+        return Verdict(text, True, direction, p, total, detail)
+    text = head + f"which cannot be told apart from {name} at {total} {unit} (exact binomial test, p = {p:.2g})"
+    return Verdict(text, False, 0, p, total, detail)
 
 
 def count_verdict(pvalues, alpha=0.05, what="rows") -> str:
