@@ -225,8 +225,12 @@ def test_bad_n_items_are_refused_naming_the_argument():
     assert "cls" not in POOL_METHODS and "mle" in POOL_METHODS
     with pytest.raises(ValueError, match=r"n_items.*need replacement=True"):
         estimate_metric(r, [50, 60, 70], 10, "recall", 5, "mle", replacement=False)
-    with pytest.raises(ValueError, match=r"per-user n_items.*grid"):
-        estimate_metric(r, [50, 60, 70], 10, "recall", 5, "mle", grid=True)
+    # on the grid, per-user pools are taken by MLE, WMLE and MES (the same value as the dense path) ...
+    assert estimate_metric(r, [50, 60, 70], 10, "recall", 5, "mle", grid=True) == pytest.approx(
+        estimate_metric(r, [50, 60, 70], 10, "recall", 5, "mle"), rel=1e-9)
+    # ... and refused, naming the methods that take them, by the others
+    with pytest.raises(ValueError, match=r"per-user n_items.*supported on the grid by methods.*not by 'bv'"):
+        estimate_metric(r, [50, 60, 70], 10, "recall", 5, "bv", gamma=0.1, grid=True)
     with pytest.raises(ValueError, match=r"sampled_ranks must lie in 1..10, got 11"):
         estimate_metric([1, 2, 11], [50, 60, 70], 10, "recall", 5, "mle")
 

@@ -168,6 +168,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     from .estimators import METHODS, PER_USER_SIZE_METHODS, POOL_METHODS, estimate_metrics, resolution_note
     from .estimators import (apply_interval_policy, bootstrap_models, difference_interval, interval_policy,
                              is_full_ranking, outside_note)
+    # deferred: as above (the estimators' solvers)
     from .estimators.bootstrap import MetricEstimate
     from .estimators.conditional import check_target, conditional_metrics
 
