@@ -535,57 +535,30 @@ def test_weighted_coverage_bad_input_names_the_argument(change, match):
 
 
 def test_replace_models_follows_the_memory_budget(monkeypatch):
-    from itemsampling.candidates import MODEL_MEMORY_SHARE, dense_matrix_bytes, replace_models
+    from itemsampling.candidates import dense_matrix_bytes, replace_models
     from itemsampling.experiments import MODEL_SPECS
 
-    # EASE keeps one dense N x N float64 matrix; item-kNN (sparse similarity) and the others none
-    assert dense_matrix_bytes("ease", 1000) == 8e6 and dense_matrix_bytes("itemknn", 1000) == 0
+    # ItemKNN keeps four dense N x N float64 matrices, EASE three, the others none
+    assert dense_matrix_bytes("itemknn", 1000) == 32e6 and dense_matrix_bytes("ease", 1000) == 24e6
     assert dense_matrix_bytes("als", 1000) == 0 == dense_matrix_bytes("userknn", 1000)
-    assert dense_matrix_bytes("Y", 10**6, MODEL_SPECS) == 0  # chapter 9's names: Y is an ItemKNN
-    assert MODEL_MEMORY_SHARE == 0.25
-    # a quarter of a 32 MB budget is 8 MB: EASE fits at N = 1000 (inclusive), not at 1001
-    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(32_000_000))
-    assert replace_models(["ease", "als", "itemknn"], 1000) == (["ease", "als", "itemknn"], {})
-    assert replace_models(["ease", "als", "itemknn"], 1001) == (["userknn", "als", "itemknn"], {"ease": "userknn"})
-    assert replace_models(["itemknn", "Y", "Z"], 10**6, MODEL_SPECS) == (["itemknn", "Y", "Z"], {})
-    # another share: all of the budget keeps EASE up to 2000 items
-    assert replace_models(["ease"], 2000, share=1.0) == (["ease"], {})
-    assert replace_models(["ease"], 2001, share=1.0) == (["userknn"], {"ease": "userknn"})
-    # UserKNN once: a model beyond the budget beside UserKNN is left out
-    assert replace_models(["userknn", "ease"], 1001, MODEL_SPECS) == (["userknn"], {"ease": None})
+    assert dense_matrix_bytes("Y", 1000, MODEL_SPECS) == 32e6  # chapter 9's names: Y is an ItemKNN
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(30_000_000))
+    assert replace_models(["ease", "als", "itemknn"], 1000) == (["ease", "als", "userknn"], {"itemknn": "userknn"})
+    # the budget is inclusive: 24 MB fits 24 MB
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(24_000_000))
+    assert replace_models(["ease"], 1000) == (["ease"], {})
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(20_000_000))
+    # UserKNN once: a second model beyond the budget, or one beside UserKNN, is left out
+    assert replace_models(["ease", "popular", "itemknn"], 1000) == (["userknn", "popular"],
+                                                                    {"ease": "userknn", "itemknn": None})
+    assert replace_models(["userknn", "ease"], 1000, MODEL_SPECS) == (["userknn"], {"ease": None})
     assert replace_models(["als", "popular"], 10**6) == (["als", "popular"], {})
     with pytest.raises(ValueError, match="^model must be one of"):
         replace_models(["nope"], 1000)
     with pytest.raises(ValueError, match="^substitute must be a model without dense item-item matrices"):
         replace_models(["als"], 1000, substitute="ease")
-    assert replace_models(["ease"], 1001, substitute="itemknn") == (["itemknn"], {"ease": "itemknn"})
     with pytest.raises(ValueError, match="^n_items must be"):
         replace_models(["als"], 0)
-    for bad in (0, 1.5, float("nan")):
-        with pytest.raises(ValueError, match=r"^share must lie in \(0, 1\]"):
-            replace_models(["als"], 10, share=bad)
-
-
-def test_dense_items_limit_and_the_rule_sentence(monkeypatch):
-    """The largest N on which replace_models keeps EASE is the N whose 8 N^2 bytes fit the share, found exactly
-    (brute force over N); the rule's sentence carries the budget, the share and that N."""
-    from itemsampling.candidates import dense_items_limit, model_memory_rule, replace_models
-
-    for limit in (32_000_000, 23_000_000_000, 999_999_999):
-        monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(limit))
-        n = dense_items_limit("ease")
-        assert 8 * n * n <= limit / 4 < 8 * (n + 1) ** 2
-        assert replace_models(["ease"], n)[1] == {} and replace_models(["ease"], n + 1)[1] == {"ease": "userknn"}
-        assert dense_items_limit("itemknn") is None and dense_items_limit("als") is None
-    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(32_000_000))
-    assert dense_items_limit("ease") == 1000 and dense_items_limit("ease", share=0.5) == 1414
-    assert model_memory_rule() == (
-        "A model whose dense *N* × *N* item-item matrices would take more than a quarter of the memory budget "
-        "(8 MB of 32 MB here; the chapters fit two models at once) is replaced by userknn: ease holds 1 such "
-        "matrix of 8 *N*² bytes, so up to *N* = 1,000 items; item-kNN's similarity is sparse (the pairs of items "
-        "that share a user) and is fitted at any *N*.")
-    with pytest.raises(ValueError, match=r"^share must lie in \(0, 1\]"):
-        dense_items_limit("ease", share=2.0)
 
 
 def test_decoy_experiments_are_the_same_runs_in_workers():
@@ -627,47 +600,39 @@ def test_truth_decoy_pools_are_the_largest_sizes_truth_experiment_accepts():
         truth_decoy_pools(cfg, n_repeats=0)
 
 
-def test_replace_models_above_max_items_and_its_sentence(monkeypatch):
-    """With max_items, models with dense item-item matrices are replaced above it (or beyond their share of the
-    memory budget); the others, item-kNN among them, are kept whatever N; the sentence names the bytes and the
-    reason."""
-    from itemsampling.candidates import DENSE_MAX_ITEMS, replace_models, replacement_text
+def test_replace_models_above_max_items_and_its_sentence():
+    """Models with dense item-item matrices are replaced above max_items (or beyond the memory budget); the
+    others are kept whatever N; the sentence names the bytes and the reason."""
+    from itemsampling.candidates import replace_models, replacement_text
 
-    assert DENSE_MAX_ITEMS is None  # the memory rule alone, unless a reader sets dense_max_items
-    models = ["ease", "als", "itemknn", "popular", "userknn"]
+    models = ["ease", "als", "itemknn", "popular"]
     assert replace_models(models, 1000, max_items=1000) == (models, {})
     kept, swaps = replace_models(models, 1001, max_items=1000)
-    assert kept == ["als", "itemknn", "popular", "userknn"] and swaps == {"ease": None}
+    assert kept == ["userknn", "als", "popular"] and swaps == {"ease": "userknn", "itemknn": None}
     assert replace_models(models, 1001) == (models, {})  # no max_items: only the memory budget counts
     text = replacement_text(swaps, 1001, max_items=1000)
-    assert text == ("At this catalogue size (*N* = 1,001) ease needs 8 MB of dense *N* × *N* matrices, and "
-                    "*N* is above the 1,000 items (`dense_max_items`) up to which the chapters fit a model "
-                    "with dense item-item matrices (one such matrix is 8 MB there, and EASE inverts one), and "
-                    "is left out (the rule of chapter 8's TORS-shaped catalogues).")
-    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(32_000_000))
-    kept, swaps = replace_models(["ease", "als"], 1001, max_items=DENSE_MAX_ITEMS)
-    assert kept == ["userknn", "als"]
-    assert replacement_text(swaps, 1001, max_items=DENSE_MAX_ITEMS) == (
-        "At this catalogue size (*N* = 1,001) ease needs 8 MB of dense *N* × *N* matrices, more than a quarter of "
-        "the memory budget of 32 MB (the chapters fit two models at once), and is replaced by userknn (the rule of "
-        "chapter 8's TORS-shaped catalogues).")
+    assert text.startswith("At this catalogue size (*N* = 1,001) ease needs 24 MB of dense *N* × *N* matrices, and "
+                           "*N* is above the 1,000 items (`dense_max_items`) up to which the chapters fit a model "
+                           "with dense item-item matrices (one such matrix is 8 MB there, and EASE inverts one), and "
+                           "is replaced by "
+                           "userknn; itemknn needs 32 MB")
+    assert text.endswith("and is left out (the rule of chapter 8's TORS-shaped catalogues).")
     assert replacement_text({}, 1001, max_items=1000) == ""
     with pytest.raises(ValueError, match="max_items"):
         replace_models(models, 10, max_items=0)
 
 
 def test_truth_repeats_rule():
-    """100 simulations unless a model with dense N x N matrices (EASE) runs on more than 7,000 items; then
-    100 (7,000/N)^2, rounded up, at least 20. Item-kNN's similarity is sparse: 100 at any N."""
+    """100 simulations unless item-kNN (dense N x N matrices) runs on more than 7,000 items; then 100 (7,000/N)^2,
+    rounded up, at least 20."""
     from itemsampling.candidates import truth_repeats_rule
 
-    five = ["random", "popular", "ease", "als", "oracle"]
+    five = ["random", "popular", "itemknn", "als", "oracle"]
     assert truth_repeats_rule(3706, five) == truth_repeats_rule(7000, five) == 100
     assert truth_repeats_rule(16_980, five, repeats=10) == 10  # never more than asked
     assert truth_repeats_rule(9000, five) == 61  # ceil(60.49)
     assert truth_repeats_rule(16_980, five) == 20  # ceil(17.0) raised to 20
     assert truth_repeats_rule(16_980, ["random", "popular", "userknn", "als", "oracle"]) == 100  # no dense model
-    assert truth_repeats_rule(16_980, ["random", "popular", "itemknn", "als", "oracle"]) == 100  # sparse item-kNN
     assert truth_repeats_rule(9000, five, repeats=30) == 20 and truth_repeats_rule(9000, "ease") == 61
     with pytest.raises(ValueError, match="model"):
         truth_repeats_rule(9000, ["nope"])

@@ -51,7 +51,7 @@ def test_itemknn_hand_computation():
         # user 3 (items 2, 3), item 0: (s02^q) / (s01^q + s02^q)
         assert m.score([3])[0, 0] == pytest.approx(s02**q / (s01**q + s02**q))
         # Eq. 29: rows of s'' have unit L2 norm
-        assert np.allclose(np.linalg.norm(m.similarity_.toarray(), axis=1), 1.0)
+        assert np.allclose(np.linalg.norm(m.similarity_, axis=1), 1.0)
         assert np.allclose(m.score_items([3, 0], np.array([[0, 1], [3, 2]])),
                            expect[[3, 0]][np.arange(2)[:, None], [[0, 1], [3, 2]]])
 
@@ -60,9 +60,9 @@ def test_itemknn_neighbourhoods():
     # k' = 1: each row i keeps only its most similar item j (Eq. 28, delta(j in N_k'(i)))
     m = M.ItemKNN(q=1.0, k_prime=1).fit(TINY)
     s01, s12, s23 = 2 / np.sqrt(6), 2 / 3, 1 / np.sqrt(3)
-    kept = m.similarity_.toarray() > 0
+    kept = m.similarity_ > 0
     assert kept.sum(axis=1).tolist() == [1, 1, 1, 1]
-    assert np.argmax(m.similarity_.toarray(), axis=1).tolist() == [1, 0, 1, 2]  # s01 > s12 for item 1
+    assert np.argmax(m.similarity_, axis=1).tolist() == [1, 0, 1, 2]  # s01 > s12 for item 1
     assert s01 > s12 > s23
     # with one neighbour, y(u, i) = 1 if the neighbour is in H_u else 0
     # neighbours: 0->1, 1->0, 2->1, 3->2; H_0={0,1}, H_1={0,1,2}, H_2={1,2}, H_3={2,3}
@@ -70,7 +70,7 @@ def test_itemknn_neighbourhoods():
     assert np.array_equal(m.score(np.arange(4)), expect)
     # k = 1 (column neighbourhoods): s'_ij kept iff i is j's nearest item; ties to the lower id
     mk = M.ItemKNN(q=1.0, k=1).fit(TINY)
-    assert (mk.similarity_.toarray() > 0).sum(axis=0).tolist() == [1, 1, 1, 1]
+    assert (mk.similarity_ > 0).sum(axis=0).tolist() == [1, 1, 1, 1]
 
 
 def test_itemknn_both_cuts_use_the_original_similarities():
@@ -81,89 +81,12 @@ def test_itemknn_both_cuts_use_the_original_similarities():
     # Both: only (0,1) and (1,0). (Taking the row cut on the already column-cut matrix would also
     # keep (2,3), the only entry left in row 2.)
     m = M.ItemKNN(q=1.0, k=1, k_prime=1).fit(TINY)
-    kept = np.argwhere(m.similarity_.toarray() > 0).tolist()
+    kept = np.argwhere(m.similarity_ > 0).tolist()
     assert kept == [[0, 1], [1, 0]]
     # y(u, 0) = [1 in H_u], y(u, 1) = [0 in H_u]; items 2 and 3 have empty rows and score 0
     expect = np.array([[1, 1, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=float)
     assert np.array_equal(m.score(np.arange(4)), expect)
     assert np.array_equal(m.score_items([2], np.array([[0, 1, 3]])), [[1, 0, 0]])
-
-
-def _exact_itemknn_scores(X, q, k, k_prime):
-    """Eq. 27-30 by brute force on a dense matrix, the neighbourhoods chosen in exact arithmetic (cosine^2 as a
-    fraction of integers, ties to the lower item id)."""
-    from fractions import Fraction
-
-    X = X.astype(np.int64)
-    co = X.T @ X
-    c = np.diag(co).copy()
-    N = X.shape[1]
-    s = np.zeros((N, N))
-    key = np.full((N, N), Fraction(0), dtype=object)
-    for i in range(N):
-        for j in range(N):
-            if i != j and co[i, j] > 0:
-                key[i, j] = Fraction(int(co[i, j]) ** 2, int(c[i] * c[j]))
-                s[i, j] = (co[i, j] / np.sqrt(c[i] * c[j])) ** q
-
-    def top(i, kk):
-        return set(sorted((j for j in range(N) if key[i, j] > 0), key=lambda j: (-key[i, j], j))[:kk])
-
-    keep = np.ones((N, N), dtype=bool)
-    for i in range(N):
-        for j in range(N):
-            if (k is not None and i not in top(j, k)) or (k_prime is not None and j not in top(i, k_prime)):
-                keep[i, j] = False
-    S = np.where(keep, s, 0.0)
-    den = S.sum(axis=1)
-    return (X @ S.T) / np.where(den > 0, den, 1.0)[None, :], keep & (s > 0)
-
-
-@pytest.mark.parametrize("q, k, k_prime", [(1.0, None, None), (3.0, None, None), (1.0, 3, None), (1.0, None, 2),
-                                           (2.0, 3, 2), (1.0, 1, 1), (1.0, 50, None)])
-def test_sparse_itemknn_equals_the_dense_computation(q, k, k_prime):
-    """The sparse, blocked ItemKNN against a dense brute force with exact tie-breaking, on random data (with many
-    exact ties, e.g. 2/sqrt(28) = 3/sqrt(63)) and blocks from one item row to all: same neighbourhoods (the kept
-    pairs), same scores to rounding."""
-    rng = np.random.default_rng(7)
-    for _ in range(6):
-        U, N = int(rng.integers(5, 30)), int(rng.integers(3, 18))
-        X = rng.random((U, N)) < rng.uniform(0.1, 0.5)
-        X[0, 0] = True
-        u, i = np.nonzero(X)
-        expect, kept = _exact_itemknn_scores(X, q, k, k_prime)
-        for block in (1, 7, 10**6):
-            m = M.ItemKNN(q=q, k=k, k_prime=k_prime, block_entries=block).fit(_df(list(zip(u, i)), U, N))
-            assert np.array_equal(m.similarity_.toarray() > 0, kept)
-            assert np.allclose(m.score(np.arange(U)), expect, rtol=0, atol=1e-12)
-            items = rng.integers(0, N, (U, 4))
-            assert np.allclose(m.score_items(np.arange(U), items), np.take_along_axis(expect, items, axis=1),
-                               rtol=0, atol=1e-12)
-
-
-def test_itemknn_breaks_exact_ties_whatever_the_rounding():
-    """Two items equally similar to item 0 in exact arithmetic, 2/sqrt(3*4) = 3/sqrt(3*9) = 1/sqrt(3), whose
-    floating-point cosines differ in the last bits: k' = 1 keeps the lower id, in either labelling."""
-    assert 2 / np.sqrt(12) != 3 / np.sqrt(27)  # the rounding differs
-    for a, b in ((1, 2), (2, 1)):
-        pairs = [(u, 0) for u in (0, 1, 2)]
-        pairs += [(u, a) for u in (0, 1, 10, 11)]  # |U_a| = 4, |U_0 ∩ U_a| = 2
-        pairs += [(u, b) for u in (0, 1, 2, 20, 21, 22, 23, 24, 25)]  # |U_b| = 9, |U_0 ∩ U_b| = 3
-        m = M.ItemKNN(k_prime=1).fit(_df(pairs))
-        assert np.nonzero(m.similarity_.toarray()[0])[0].tolist() == [1]
-        # k = 1 (column cut): column 0 keeps its nearest row, again the lower id
-        assert np.nonzero(M.ItemKNN(k=1).fit(_df(pairs)).similarity_.toarray()[:, 0])[0].tolist() == [1]
-
-
-def test_itemknn_refuses_a_similarity_beyond_the_memory_budget(monkeypatch):
-    # TINY: at most min(4 * 3, 2^2 + 3^2 + 2^2 + 2^2) = 12 pairs, 64 bytes each at the fit's peak
-    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(12 * 64))
-    assert M.ItemKNN().fit(TINY).similarity_.nnz == 8
-    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(12 * 64 - 1))
-    with pytest.raises(ValueError, match="^ItemKNN's sparse similarity on 4 items .* needs .* reduce the number"):
-        M.ItemKNN().fit(TINY)
-    with pytest.raises(ValueError, match="block_entries"):
-        M.ItemKNN(block_entries=0)
 
 
 def test_ease_matches_direct_solve():

@@ -75,9 +75,6 @@ __all__ = [
     "dense_matrix_bytes",
     "replace_models",
     "DENSE_MAX_ITEMS",
-    "MODEL_MEMORY_SHARE",
-    "dense_items_limit",
-    "model_memory_rule",
     "replacement_text",
     "evaluate_candidates",
     "decoy_experiment",
@@ -361,8 +358,7 @@ def dense_matrix_bytes(name: str, n_items: int, specs=None) -> float:
     """Bytes of the dense :math:`N\\times N` item-item matrices that model ``name`` allocates when it is
     fitted on ``n_items`` items (:meth:`itemsampling.models.Recommender.dense_item_bytes` of its
     class), the request :meth:`itemsampling.models.Recommender.fit` checks against the
-    memory budget: EASE holds one (8 N² bytes); item-kNN, whose similarity is sparse, and the other
-    models none. ``specs`` maps names to ``(class name, parameters)`` (default :data:`RECOMMENDERS`;
+    memory budget. ``specs`` maps names to ``(class name, parameters)`` (default :data:`RECOMMENDERS`;
     chapter 9 passes :data:`itemsampling.experiments.MODEL_SPECS`)."""
     specs = RECOMMENDERS if specs is None else specs
     if not isinstance(name, str) or name not in specs:
@@ -371,63 +367,35 @@ def dense_matrix_bytes(name: str, n_items: int, specs=None) -> float:
     return getattr(_models, specs[name][0]).dense_item_bytes(n_items)
 
 
-#: The share of the memory budget (:func:`itemsampling._validation.memory_limit`) that one model's dense
-#: :math:`N\times N` item-item matrices may take in chapters 8-11 (:func:`replace_models`): the chapters fit two
-#: models at once in worker processes, beside the data, the score batches and the rank masks.
-MODEL_MEMORY_SHARE = 0.25
-
-#: A fixed largest catalogue for models with dense item-item matrices, on top of the memory rule; ``None`` (the
-#: default since item-kNN's similarity is sparse): none, the memory rule (:data:`MODEL_MEMORY_SHARE`) alone
-#: decides. Chapters 8-11 pass it as ``max_items`` (their parameter ``dense_max_items``); a reader may set one.
-DENSE_MAX_ITEMS = None
+#: The largest catalogue on which chapters 8-11 fit a model with dense N x N item-item matrices
+#: (:func:`replace_models`): one such matrix is 800 MB at 10,000 items, ItemKNN holds four and EASE three and
+#: inverts one (:math:`O(N^3)`), and the chapters fit two at once in worker processes; measured on CiteULike-a's
+#: 16,980 items, one item-kNN fit took 20 s and 8.7 GB, and two at once exhausted a 23 GB machine. Above it they
+#: are replaced by a model without one.
+DENSE_MAX_ITEMS = 10_000
 
 
-def _check_share(share) -> float:
-    return check_real(MODEL_MEMORY_SHARE if share is None else share, "share", low=0.0, high=1.0, low_open=True)
-
-
-def dense_items_limit(name: str, specs=None, share: float | None = None) -> int | None:
-    """The largest catalogue on which :func:`replace_models` keeps model ``name``: the largest :math:`N`
-    whose dense item-item matrices (:func:`dense_matrix_bytes`) take at most ``share`` (default
-    :data:`MODEL_MEMORY_SHARE`) of the memory budget; ``None`` for a model without such matrices (kept at
-    any :math:`N`)."""
-    share = _check_share(share)
-    if dense_matrix_bytes(name, 1, specs) == 0:
-        return None
-    allowed = share * memory_limit()
-    n = int(np.sqrt(allowed / dense_matrix_bytes(name, 1, specs)))
-    while n > 0 and dense_matrix_bytes(name, n, specs) > allowed:  # the square root's rounding
-        n -= 1
-    while dense_matrix_bytes(name, n + 1, specs) <= allowed:
-        n += 1
-    return n
-
-
-def replace_models(models, n_items: int, specs=None, substitute: str = "userknn", max_items: int | None = None,
-                   share: float | None = None):
+def replace_models(models, n_items: int, specs=None, substitute: str = "userknn", max_items: int | None = None):
     """The models that fit the memory budget (:func:`itemsampling._validation.memory_limit`) at
     ``n_items`` items, the rule of chapter 8's TORS-shaped catalogues applied to a data folder:
-    a model whose dense item-item matrices (:func:`dense_matrix_bytes`: EASE's one :math:`N\\times N`
-    matrix; item-kNN's similarity is sparse and has none) take more than ``share`` of the budget (default
-    :data:`MODEL_MEMORY_SHARE`, a quarter: the chapters fit two models at once), or, with ``max_items``,
-    that has such matrices on more than ``max_items`` items, is replaced by ``substitute`` (a model with no
-    item-item matrix; default UserKNN), or left out when ``substitute`` is already in the list. Returns
-    ``(kept, swaps)``: the list in the given order with the replacements in place, and
-    ``{model: substitute or None}`` for the models replaced or left out (empty when everything fits).
-    :func:`replacement_text` says it in a sentence, :func:`model_memory_rule` states the rule."""
+    a model whose dense item-item matrices (:func:`dense_matrix_bytes`) exceed the budget, or, with
+    ``max_items`` (chapters 8-11 pass :data:`DENSE_MAX_ITEMS`), that has such matrices on more than
+    ``max_items`` items, is replaced by ``substitute`` (a model with no item-item matrix; default
+    UserKNN), or left out when ``substitute`` is already in the list. Returns ``(kept, swaps)``: the
+    list in the given order with the replacements in place, and ``{model: substitute or None}`` for
+    the models replaced or left out (empty when everything fits)."""
     specs = RECOMMENDERS if specs is None else specs
     max_items = None if max_items is None else check_int(max_items, "max_items", low=1)
-    share = _check_share(share)
     models = [models] if isinstance(models, str) else list(models)
     if substitute not in specs:
         raise ValueError(f"substitute must be one of {sorted(specs)}, got {substitute!r}")
     if dense_matrix_bytes(substitute, n_items, specs) > 0:
         raise ValueError(f"substitute must be a model without dense item-item matrices, got {substitute!r}")
-    allowed = share * memory_limit()
+    budget = memory_limit()
     kept, swaps = [], {}
     for m in models:
         need = dense_matrix_bytes(m, n_items, specs)
-        if need <= allowed and (max_items is None or need == 0 or n_items <= max_items):
+        if need <= budget and (max_items is None or need == 0 or n_items <= max_items):
             kept.append(m)
         else:
             alt = substitute if substitute not in models and substitute not in kept else None
@@ -437,43 +405,18 @@ def replace_models(models, n_items: int, specs=None, substitute: str = "userknn"
     return kept, swaps
 
 
-def _share_words(share: float) -> str:
-    words = {1.0: "all", 0.5: "half", 0.25: "a quarter", 0.125: "an eighth"}
-    return words.get(share, f"{share:.0%}")
-
-
-def model_memory_rule(specs=None, share: float | None = None, substitute: str = "userknn") -> str:
-    """The rule of :func:`replace_models` in one sentence, with this machine's figures (the memory budget, and
-    the largest catalogue on which EASE is fitted), for a page to print whether or not it replaced a model."""
-    specs = RECOMMENDERS if specs is None else specs
-    share = _check_share(share)
-    budget = memory_limit()
-    dense = [m for m in specs if m != "oracle" and dense_matrix_bytes(m, 1, specs) > 0]
-    limits = "; ".join(f"{m} holds {dense_matrix_bytes(m, 1, specs) / 8:g} such matrix"
-                       f"{'' if dense_matrix_bytes(m, 1, specs) == 8 else 'es'} of 8 *N*² bytes, so up to "
-                       f"*N* = {dense_items_limit(m, specs, share):,} items" for m in dense)
-    return (f"A model whose dense *N* × *N* item-item matrices would take more than {_share_words(share)} of the "
-            f"memory budget ({share * budget / 1e6:,.0f} MB of {budget / 1e6:,.0f} MB here; the chapters fit two "
-            f"models at once) is replaced by {substitute}" + (f": {limits}" if limits else "")
-            + "; item-kNN's similarity is sparse (the pairs of items that share a user) and is fitted at any *N*.")
-
-
-def replacement_text(swaps: dict, n_items: int, specs=None, max_items: int | None = None,
-                     share: float | None = None) -> str:
+def replacement_text(swaps: dict, n_items: int, specs=None, max_items: int | None = None) -> str:
     """The sentence a chapter prints for the ``swaps`` of :func:`replace_models` (same ``n_items``,
-    ``specs``, ``max_items`` and ``share``): each model replaced or left out, the bytes of its dense matrices
-    and why (its share of the memory budget, or a catalogue above ``max_items``); ``""`` when nothing was
-    replaced."""
+    ``specs`` and ``max_items``): each model replaced or left out, the bytes of its dense matrices and
+    why (the memory budget, or a catalogue above ``max_items``); ``""`` when nothing was replaced."""
     if not swaps:
         return ""
     N = check_int(n_items, "n_items", low=1)
-    share = _check_share(share)
     budget = memory_limit()
     parts = []
     for m, alt in swaps.items():
         need = dense_matrix_bytes(m, N, specs)
-        why = (f"more than {_share_words(share)} of the memory budget of {budget / 1e6:,.0f} MB "
-               f"(the chapters fit two models at once)" if need > share * budget or max_items is None else
+        why = (f"more than the memory budget of {budget / 1e6:,.0f} MB" if need > budget or max_items is None else
                f"and *N* is above the {max_items:,} items (`dense_max_items`) up to which the chapters fit a model "
                f"with dense item-item matrices (one such matrix is {8.0 * max_items ** 2 / 1e6:,.0f} MB there, and "
                "EASE inverts one)")
@@ -850,11 +793,10 @@ def truth_repeats_rule(n_items: int, models, repeats: int = 100, reference: int 
     r"""Chapter 10's number of simulations of :func:`truth_experiment` on a catalogue of :math:`N` items
     with ``models``: ``repeats`` when no model has dense item-item matrices (:func:`dense_matrix_bytes`)
     or :math:`N \le` ``reference``, else :math:`\lceil \mathrm{repeats}\,(\mathrm{reference}/N)^2\rceil`,
-    at least ``least``. A model with dense :math:`N\times N` matrices (EASE) dominates a simulation's
-    cost, which grows at least as :math:`N^2` (on 2 cores, 400 users: the dense item-kNN took 20 s a
-    simulation at :math:`N` = 16,980, the other models about 1 s each); item-kNN's similarity is now
-    sparse and has none, so with the default models the rule keeps ``repeats``; ``least`` keeps enough
-    simulations for the chapter's :math:`t` intervals and paired tests."""
+    at least ``least``. A model with dense :math:`N\times N` matrices (item-kNN) dominates a simulation's
+    cost, which grows at least as :math:`N^2` (on 2 cores, 400 users: item-kNN 20 s a simulation at
+    :math:`N` = 16,980, the other models about 1 s each); ``least`` keeps enough simulations for the
+    chapter's :math:`t` intervals and paired tests."""
     N = check_int(n_items, "n_items", low=1)
     repeats = check_int(repeats, "repeats", low=2)
     reference = check_int(reference, "reference", low=1)

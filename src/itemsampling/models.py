@@ -200,131 +200,79 @@ class ItemKNN(Recommender):
     factor), so the prediction is the share of item :math:`i`'s neighbourhood mass that the user
     has consumed; items whose row is empty score 0.
 
-    The similarity is sparse (``similarity_``, a CSR matrix of :math:`s''`): :math:`s_{ij} > 0`
-    only where items :math:`i` and :math:`j` share a user. The co-occurrence counts are computed
-    for a block of item rows at a time (about ``block_entries`` counts), and each block's
-    neighbourhoods are cut before the next, so a fit holds the kept similarities and one block,
-    never an :math:`N \times N` array (on the real catalogues of 15,000-25,000 items 4-5 % of the
-    pairs share a user). :math:`s` is symmetric (computed as :math:`c_{ij} / (\sqrt{c_i}\sqrt{c_j})`,
-    the same number for :math:`ij` and :math:`ji`), so :math:`N_k(j)` is read off row :math:`j`.
-    The fit refuses, before computing, a similarity whose entries (at most
-    :math:`\min(N(N-1), \sum_u |H_u|^2)`) would exceed the memory budget.
-
     Krichene & Rendle's recommender Y is ``ItemKNN(q=3)``; Z is ``ItemKNN(q=1, k_prime=10)``.
     """
 
-    name = "itemknn"
-    #: bytes a similarity entry costs at the fit's peak (value and column index of s'', of its
-    #: transpose and of the blocks it is built from, and the row normalisation's temporaries)
-    _ENTRY_BYTES = 64
+    _dense_item_matrices = 4
 
-    def __init__(self, q: float = 1.0, k: int | None = None, k_prime: int | None = None, block_entries: int = 4_000_000):
+    name = "itemknn"
+
+    def __init__(self, q: float = 1.0, k: int | None = None, k_prime: int | None = None):
         self.q = check_real(q, "q", low=0.0, low_open=True)
         self.k = None if k is None else check_int(k, "k", low=1)
         self.k_prime = None if k_prime is None else check_int(k_prime, "k_prime", low=1)
-        self.block_entries = check_int(block_entries, "block_entries", low=1)
 
     def _params(self):
         return {"q": self.q, "k": self.k, "k_prime": self.k_prime}
 
     @staticmethod
-    def _row_topk(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
-        r"""Boolean mask of the entries among the ``k`` largest ``vals`` of their row, ties going
-        to the lower column id (the entries of a sparse matrix as ``rows, cols, vals``). Values are
-        compared on 40 bits of mantissa, so that similarities equal in exact arithmetic (e.g.
-        :math:`2/\sqrt{28} = 3/\sqrt{63}`) tie whatever the last bits of their rounding."""
-        m, e = np.frexp(vals)
-        key = np.ldexp(np.round(m * 2.0**40), e)
-        order = np.lexsort((cols, -key, rows))
-        r = rows[order]
-        start = np.searchsorted(r, r, side="left")  # first position of each entry's row (r sorted)
-        keep = np.empty(r.size, dtype=bool)
-        keep[order] = (np.arange(r.size) - start) < k
-        return keep
-
-    def _blocks(self, X: sp.csr_matrix):
-        r"""The rows of :math:`s` (Eq. 27, diagonal 0) for consecutive blocks of items: pairs
-        ``(a, B)``, ``B`` the CSR rows ``a, a+1, ...`` of :math:`s` (its nonzero entries only); a
-        block holds at most about ``block_entries`` co-occurrence counts (bounded by
-        :math:`\sum_{u \in U_i} |H_u|` per item row), or one row."""
-        XT = X.T.tocsr()  # items x users
-        norm = np.sqrt(np.diff(XT.indptr).astype(np.float64))  # sqrt |U_i|
-        bound = XT @ np.diff(X.indptr).astype(np.float64)  # >= nnz of each row of X^T X
-        N = XT.shape[0]
-        a = 0
-        while a < N:
-            b = int(np.searchsorted(np.cumsum(bound[a:]), self.block_entries, side="right")) + a
-            b = min(N, max(b, a + 1))
-            C = sp.csr_matrix(XT[a:b] @ X)
-            rows = np.repeat(np.arange(a, b), np.diff(C.indptr))
-            vals = C.data / (norm[rows] * norm[C.indices])  # a symmetric product: s_ij == s_ji exactly
-            vals[C.indices == rows] = 0.0
-            del rows
-            np.clip(vals, 0.0, 1.0, out=vals)
-            if self.q != 1.0:
-                vals **= self.q
-            C.data = vals
-            C.eliminate_zeros()
-            yield a, C
-            a = b
+    def _topk_mask(S: np.ndarray, k: int, axis: int) -> np.ndarray:
+        """Boolean mask of the k largest entries of each row (axis=1) or column (axis=0); ties at
+        the cut go to the lower item id."""
+        A = S if axis == 1 else S.T
+        n = A.shape[1]
+        if k >= n:
+            return np.ones_like(S, dtype=bool)
+        kth = -np.partition(-A, k - 1, axis=1)[:, k - 1:k]  # k-th largest value of each row
+        above = A > kth
+        tied = A == kth
+        room = k - above.sum(axis=1, keepdims=True)
+        mask = above | (tied & (np.cumsum(tied, axis=1) <= room))
+        return mask if axis == 1 else mask.T
 
     def _fit(self, X):
-        N = self.n_items_
-        hist = np.diff(X.indptr).astype(np.float64)
-        entries = min(float(N) * (N - 1), float((hist * hist).sum()))
-        check_memory(self._ENTRY_BYTES * entries, f"ItemKNN's sparse similarity on {N} items (at most "
-                     f"{entries:,.0f} co-occurring pairs)", "the number of items or interactions")
-        uncut = self.k is None and self.k_prime is None
-        full, col_cut, row_cut = [], [], []  # the uncut blocks, or (rows, cols, vals) kept by each cut
-        for a, B in self._blocks(X):
-            if uncut:
-                full.append(B)
-                continue
-            rows = np.repeat(np.arange(a, a + B.shape[0], dtype=np.int32), np.diff(B.indptr))
-            cols, vals = B.indices, B.data
-            # Eq. 28: keep (i, j) when j is in N_k'(i) (row i) and i is in N_k(j) (row j, by symmetry),
-            # both from the uncut s: an entry (j, i) of row j's top k is the pair (i, j).
-            if self.k is not None:
-                m = self._row_topk(rows, cols, vals, self.k)
-                col_cut.append((cols[m], rows[m], vals[m]))
-            if self.k_prime is not None:
-                m = self._row_topk(rows, cols, vals, self.k_prime)
-                row_cut.append((rows[m], cols[m], vals[m]))
-
-        def build(parts):
-            if not parts:
-                return sp.csr_matrix((N, N))
-            r, c, v = (np.concatenate([p[j] for p in parts]) for j in range(3))
-            return sp.csr_matrix((v, (r, c)), shape=(N, N))
-
-        if uncut:
-            S = sp.vstack(full, format="csr") if full else sp.csr_matrix((N, N))
-        elif self.k is None or self.k_prime is None:
-            S = build(col_cut or row_cut)
-        else:
-            S = sp.csr_matrix(build(col_cut).multiply(build(row_cut) != 0))
-        del full, col_cut, row_cut
-        S.sum_duplicates()
-        S.eliminate_zeros()
-        S.sort_indices()
-        lengths = np.diff(S.indptr)
-        row_norm = np.sqrt(np.bincount(np.repeat(np.arange(N), lengths), weights=S.data * S.data, minlength=N))
-        inv = np.divide(1.0, row_norm, out=np.zeros_like(row_norm), where=row_norm > 0)
-        S.data *= np.repeat(inv, lengths)  # Eq. 29, in place
-        denom = np.bincount(np.repeat(np.arange(N), lengths), weights=S.data, minlength=N)
-        self.similarity_ = S
+        co = gram(X)  # |U_i ∩ U_j|
+        cnt = np.diag(co).copy()
+        norm = np.sqrt(np.maximum(cnt, 1e-300))
+        S = co / norm[:, None] / norm[None, :]
+        S[cnt == 0, :] = 0.0
+        S[:, cnt == 0] = 0.0
+        np.fill_diagonal(S, 0.0)
+        np.clip(S, 0.0, 1.0, out=S)
+        if self.q != 1.0:
+            S **= self.q
+        # Eq. 28: s'_{ij} keeps j if i in N_k(j) (column neighbourhood of j) and j in N_k'(i)
+        # Both masks are computed from the same (unmasked) s, as Eq. 28 writes them.
+        keep = None
+        if self.k is not None:
+            keep = self._topk_mask(S, self.k, axis=0)
+        if self.k_prime is not None:
+            row_keep = self._topk_mask(S, self.k_prime, axis=1)
+            keep = row_keep if keep is None else keep & row_keep
+        if keep is not None:
+            S = np.where(keep, S, 0.0)
+        row_norm = np.sqrt((S * S).sum(axis=1))
+        S2 = np.divide(S, row_norm[:, None], out=np.zeros_like(S), where=row_norm[:, None] > 0)  # Eq. 29
+        denom = S2.sum(axis=1)
+        self.similarity_ = S2
         self._denom = np.where(denom > 0, denom, 1.0)
-        self._S_T = S.T.tocsr()  # row j: s''_{ij} over items i
+        # with neighbourhood cuts the matrix is sparse: score with a sparse product
+        nnz = np.count_nonzero(S2)
+        self._S_T = sp.csr_matrix(S2.T) if nnz < 0.05 * S2.size else None
 
     def _score(self, users):
-        num = (self.X_[users] @ self._S_T).toarray()  # (b, N): sum_{j in H_u} s''_{ij}
-        return num / self._denom[None, :]
+        if self._S_T is not None:
+            num = (self.X_[users] @ self._S_T).toarray()
+        else:
+            num = self.X_[users] @ self.similarity_.T  # (b, N): sum_{j in H_u} s''_{ij}
+        return np.asarray(num) / self._denom[None, :]
 
     def _score_items(self, users, items):
+        Xu = self.X_[users]
         out = np.empty(items.shape)
-        for s in range(0, users.size, 256):
-            sl = slice(s, s + 256)
-            out[sl] = np.take_along_axis(self._score(users[sl]), items[sl], axis=1)
+        for b in range(users.size):
+            hist = Xu.indices[Xu.indptr[b]:Xu.indptr[b + 1]]
+            out[b] = self.similarity_[np.ix_(items[b], hist)].sum(axis=1) / self._denom[items[b]]
         return out
 
 
@@ -369,23 +317,13 @@ class UserKNN(Recommender):
         return out
 
 
-#: The largest catalogue on which EASE's Cholesky factorisation and inverse use more than one BLAS thread
-#: (:class:`EASE`).
-_EASE_THREADED_MAX_ITEMS = 12_000
-
-
 class EASE(Recommender):
     r"""EASE (Steck 2019, Eq. 8): with the Gram matrix :math:`G = X^\top X` and
     :math:`P = (G + \lambda I)^{-1}`, the item-item weights are
     :math:`B = I - P\,\mathrm{diag}(1/\mathrm{diag}(P))` (so :math:`\mathrm{diag}(B) = 0`), and
-    :math:`\hat y(u, \cdot) = x_u B`. ``lam`` is :math:`\lambda`.
+    :math:`\hat y(u, \cdot) = x_u B`. ``lam`` is :math:`\lambda`."""
 
-    The fit holds one dense :math:`N \times N` float64 matrix: :math:`G + \lambda I` is built
-    from the sparse Gram matrix, factored (Cholesky, LAPACK ``potrf``) and inverted (``potri``) in
-    place, and turned into :math:`B` in place; :math:`O(N^3)` operations (on 2 cores about
-    1 s at 3,706 items; see ``benchmarks/real_models.py`` for real catalogues)."""
-
-    _dense_item_matrices = 1
+    _dense_item_matrices = 3
 
     name = "ease"
 
@@ -396,33 +334,14 @@ class EASE(Recommender):
         return {"lam": self.lam}
 
     def _fit(self, X):
-        from scipy.linalg import lapack
-        from threadpoolctl import threadpool_limits
+        from scipy.linalg import cho_factor, cho_solve
 
-        N = X.shape[1]
-        G = np.asfortranarray((X.T @ X).toarray())  # |U_i ∩ U_j|, exact in float64
-        G[np.diag_indices(N)] += self.lam
-        # Cholesky of G + lam I (positive definite for lam > 0) and its inverse, both in place. scipy's
-        # OpenBLAS (0.3.30) crashes in a multi-threaded potrf above about 16,000 rows (measured: 12,000
-        # works, 16,400 and 16,980 segfault, with 2 threads): one thread there.
-        with threadpool_limits(1 if N > _EASE_THREADED_MAX_ITEMS else None, "blas"):
-            G, info = lapack.dpotrf(G, lower=False, overwrite_a=True, clean=False)
-            if info != 0:  # pragma: no cover - G + lam I is positive definite
-                raise ValueError(f"EASE: the Gram matrix plus lam = {self.lam} is not positive definite "
-                                 f"(potrf info {info})")
-            P, info = lapack.dpotri(G, lower=False, overwrite_c=True)
-        if info != 0:  # pragma: no cover
-            raise ValueError(f"EASE: inverting the Gram matrix failed (potri info {info})")
-        for s in range(0, N, 1024):  # the lower triangle from the upper, a block of rows at a time
-            e = min(N, s + 1024)
-            P[s:e, :s] = P[:s, s:e].T
-            blk = P[s:e, s:e]
-            lo = np.tril_indices(e - s, -1)
-            blk[lo] = blk.T[lo]
-        d = P.diagonal().copy()
-        P /= -d[None, :]  # B = -P diag(1/diag(P)) off the diagonal, 0 on it
-        P[np.diag_indices(N)] = 0.0
-        self.B_ = P
+        G = gram(X)
+        G[np.diag_indices_from(G)] += self.lam
+        P = cho_solve(cho_factor(G, lower=False, check_finite=False), np.eye(G.shape[0]), check_finite=False)
+        B = -P / np.diag(P)[None, :]
+        np.fill_diagonal(B, 0.0)
+        self.B_ = B
 
     def _score(self, users):
         return np.asarray(self.X_[users] @ self.B_)
