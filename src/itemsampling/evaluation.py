@@ -295,7 +295,9 @@ def _decoys(gen, X, n_items: int, users: np.ndarray, targets: np.ndarray, pools:
 
 
 def _progress(total: int, desc: str):
-    from tqdm.auto import tqdm
+    # deferred: tqdm is needed only for a run long enough to show a bar; the plain text bar (not tqdm.auto's
+    # widget) goes to stderr and is off when stderr is not a terminal, so no frozen bar reaches a book page
+    from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="rows", delay=2.0, disable=None, leave=False)
 
