@@ -291,3 +291,31 @@ def test_two_models_on_frozen_decoys_give_the_paired_comparison(tmp_path, capsys
     out = json.loads(capsys.readouterr().out)
     (cmp,) = out["comparisons"]
     assert cmp["paired"] is True and cmp["told_apart"] is True
+
+
+def test_the_file_s_replacement_column_chooses_the_kernel(tmp_path, capsys):
+    """A table whose `replacement` column is false is read with the without-replacement kernel without the flag
+    (the same numbers as with `--without-replacement`); a contradicting flag and a mix of laws are refused."""
+    from itemsampling.cli import main
+
+    rng = np.random.default_rng(5)
+    rows = [{"model": m, "user": u, "rank": int(rng.integers(1, 30)), "sample_size": 100, "n_items": 500,
+             "replacement": False} for m in ("a", "b") for u in range(300)]
+    path = tmp_path / "ranks.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    args = ["estimate", str(path), "--metric", "recall", "--k", "20", "--json", "--n-boot", "50", "--quiet"]
+    assert main(args) == 0
+    by_column = json.loads(capsys.readouterr().out)
+    assert main(args + ["--without-replacement"]) == 0
+    by_flag = json.loads(capsys.readouterr().out)
+    assert [r["estimate"] for r in by_column["estimates"]] == [r["estimate"] for r in by_flag["estimates"]]
+    # the with-replacement kernel gives other numbers on the same ranks: the column was read
+    pd.DataFrame([{**r, "replacement": True} for r in rows]).to_csv(path, index=False)
+    assert main(args) == 0
+    with_repl = json.loads(capsys.readouterr().out)
+    assert [r["estimate"] for r in with_repl["estimates"]] != [r["estimate"] for r in by_column["estimates"]]
+    assert main(args + ["--without-replacement"]) != 0
+    assert "drawn with replacement, but --without-replacement was given" in capsys.readouterr().err
+    pd.DataFrame([{**r, "replacement": r["model"] == "a"} for r in rows]).to_csv(path, index=False)
+    assert main(args) != 0
+    assert "one run reads one kernel" in capsys.readouterr().err

@@ -198,6 +198,15 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     if pools_vary and method not in POOL_METHODS + ("auto",):
         raise InputError(f"{table.path} has per-user catalogue sizes (n_items column); --method {method!r} needs one "
                          f"--n-items; methods that take per-user sizes: {', '.join(POOL_METHODS)}")
+    laws = {v for v in (getattr(table, "replacement", None) or {}).values() if v is not None}
+    if len(laws) > 1:
+        raise InputError(f"{table.path}: column 'replacement' says some models' decoys were drawn with replacement "
+                         "and others' without; one run reads one kernel, so estimate them in two runs")
+    if laws == {False}:  # the file says how its decoys were drawn (sampled_ranks' column for given decoys)
+        params = {**params, "replacement": False}
+    elif laws == {True} and params.get("replacement", True) is False:
+        raise InputError(f"{table.path}: column 'replacement' says the decoys were drawn with replacement, but "
+                         "--without-replacement was given; drop one of the two")
     if pools_vary and params.get("replacement", True) is False:
         raise InputError(f"{table.path} has per-user catalogue sizes (n_items column), which need decoys drawn with "
                          "replacement (the without-replacement kernel depends on each pool); drop --without-replacement "
