@@ -26,7 +26,6 @@ BLAS is held to one thread; the wall time is on the shared 2-core machine.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import tempfile
@@ -39,6 +38,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_data import _sha256 as sha256  # noqa: E402  (the file digests of the real-data benchmark)
 from real_data_designs import load, scorer  # noqa: E402
 
 from itemsampling.cli import estimate_table  # noqa: E402
@@ -50,13 +50,6 @@ from itemsampling.plan import design_kwargs, format_plan, plan_evaluation  # noq
 MODELS = ("svd128", "svd16", "popular")
 METRICS, KS = ("recall", "ndcg"), (10, 20, 50)
 
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def main(argv=None) -> int:

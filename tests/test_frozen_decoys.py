@@ -13,6 +13,8 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
+from test_evaluation import _adaptive_law  # the exact Algorithm 1 law of the evaluation tests
+
 from itemsampling.data import map_ids, read_decoys, write_decoys
 from itemsampling.evaluation import sampled_ranks
 from itemsampling.inputs import InputError, read_rank_file
@@ -52,20 +54,6 @@ def test_fixed_design_every_model_ranks_against_the_same_items():
     assert alone["rank"].tolist() == tab[tab["model"] == "a"]["rank"].tolist()
     assert tab.attrs["models"] == 2 and tab.attrs["scorings"] == 2 * 4 * 4
 
-
-def _adaptive_law(R, Nu, ladder):
-    """Exact P(n_u, r_u) of TORS Algorithm 1 with replacement, given the global rank R."""
-    theta = (R - 1) / (Nu - 1)
-    out, cont = {}, 1.0
-    for j, size in enumerate(ladder):
-        draws = size - 1 if j == 0 else size // 2
-        pm = stats.binom.pmf(np.arange(draws + 1), draws, theta)
-        for x in range(1, draws + 1):
-            out[(int(size), x + 1)] = cont * pm[x]
-        if j == len(ladder) - 1:
-            out[(int(size), 1)] = cont * pm[0]
-        cont *= pm[0]
-    return out
 
 
 def test_adaptive_design_every_model_consumes_a_prefix_of_one_sequence_and_keeps_its_law():
