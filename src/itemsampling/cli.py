@@ -126,6 +126,23 @@ def _label(metric, k) -> str:
     return names[metric] + ("" if k is None else f"@{k}")
 
 
+def _comparison_row(a, b, metric, k, diff, d, p_value, why, paired, identified, ci) -> dict:
+    """One comparison of the report (both paths, uniform and weighted decoys): the difference ``d`` of
+    :func:`~itemsampling.estimators.difference_interval`, its p-value or ``why`` there is none, and the verdict
+    (an order when the interval excludes 0, at its level when that is not ``ci``)."""
+    lev = f"{100 * d['level']:g}%"
+    return {
+        "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
+        "difference": diff, "low": d["low"], "high": d["high"],
+        "p_value": p_value if why is None else None, **({"p_value_reason": why} if why else {}),
+        "interval": d["interval"], "level": d["level"],
+        "paired": bool(paired), "told_apart": d["decides"], "identified": bool(identified),
+        "verdict": ((f"{a} > {b}" if d["low"] > 0 else f"{b} > {a}")
+                    + ("" if d["level"] == ci else f" (at {lev})") if d["decides"] else
+                    "cannot be told apart" if identified else "not identified (K below the rule)"),
+    }
+
+
 def _paired_order(users_a, users_b):
     """Index arrays putting both models' users in one common order, or ``None`` when the two
     models were not scored on the same users (then the comparison is unpaired)."""
@@ -337,17 +354,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                                "not" if d["interval"] == "bootstrap+margin" else
                                "the interval is the difference of the two models' intervals (Bonferroni), which "
                                "gives a level, not a p-value")
-                        lev = f"{100 * d['level']:g}%"
-                        comparisons.append({
-                            "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
-                            "difference": diff, "low": d["low"], "high": d["high"],
-                            "p_value": pv if why is None else None, **({"p_value_reason": why} if why else {}),
-                            "interval": d["interval"], "level": d["level"],
-                            "paired": paired, "told_apart": d["decides"], "identified": bool(ident),
-                            "verdict": ((f"{a} > {b}" if d["low"] > 0 else f"{b} > {a}")
-                                        + ("" if d["level"] == ci else f" (at {lev})") if d["decides"] else
-                                        "cannot be told apart" if ident else "not identified (K below the rule)"),
-                        })
+                        comparisons.append(_comparison_row(a, b, metric, k, diff, d, pv, why, paired, ident, ci))
     order = {m: i for i, m in enumerate(table.models)}  # rows by model, then metric group as before
     korder = {k: i for i, k in enumerate(ks + [None])}
     morder = {m: i for i, m in enumerate(metrics)}
@@ -740,17 +747,7 @@ def estimate_weighted_table(table, metrics, ks, ci: float = 0.95, n_boot: int = 
                     why = (None if d["interval"] == "bootstrap" else
                            "the interval is the difference of the two models' intervals (Bonferroni), which gives a "
                            "level, not a p-value")
-                    lev = f"{100 * d['level']:g}%"
-                    comparisons.append({
-                        "model_a": a, "model_b": b, "metric": metric, "k": k, "label": _label(metric, k),
-                        "difference": diff, "low": d["low"], "high": d["high"],
-                        "p_value": pv if why is None else None, **({"p_value_reason": why} if why else {}),
-                        "paired": bool(paired), "told_apart": d["decides"], "identified": bool(both),
-                        "interval": d["interval"], "level": d["level"],
-                        "verdict": ((f"{a} > {b}" if d["low"] > 0 else f"{b} > {a}")
-                                    + ("" if d["level"] == ci else f" (at {lev})") if d["decides"] else
-                                    "cannot be told apart" if both else "not identified (K below the rule)"),
-                    })
+                    comparisons.append(_comparison_row(a, b, metric, k, diff, d, pv, why, paired, both, ci))
     say(f"      done in {time.perf_counter() - t0:.1f} s")
     sizes = {m: int(d.probs.shape[1]) + 1 for m, d in table.models.items()}
 
