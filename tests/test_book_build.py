@@ -352,6 +352,7 @@ def test_rendered_scan_passes_rounded_numbers_ids_and_typed_code():
         _cell(_plain("expected sampled NDCG@10, one decoy: A 0.9963, B 0.7812, C 0.8459"),
               source="expected = {'A': 0.9963458391442719}  # code may say anything")
         + _cell(_plain("[0.12345679 0.23456789]"))                 # NumPy's 8 decimals: 9 digits
+        + _cell(_plain("recall,0.000899226,0.0000123457"))          # %.6g of small values: 6 significant
         + _cell("<table><tr><td>123456</td><td>0.123457</td></tr></table>")   # cells are read one by one
         + "<p>Data set SHA-256 3f2a9c0d81.4477e12aa9, commit 1.2.3.4567890123, run 1234567890 users.</p>"
         + '<p>KDD 2020, <a href="https://doi.org/10.1145/3394486.3403226">doi:10.1145/3394486.3403226</a>.</p>'

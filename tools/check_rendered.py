@@ -24,10 +24,10 @@ What a page may not show, outside the code a cell shows as its input:
   were meant (a key in single quotes, then a colon), in a cell's output or in the prose;
 * **a frozen progress bar**: ``sampled evaluations:   0%|          | 0/200`` (a tqdm bar, or the
   text form of its widget, left on the page by a cell);
-* **a bare float with 10 or more digits**: ``20.54014879500005`` (a value printed unrounded, e.g.
+* **a bare float with 10 or more significant digits**: ``20.54014879500005`` (a value printed unrounded, e.g.
   the last line of a cell returning it), in a cell's output or in the prose; a number with a
   letter, a dot or a slash next to it (a hash, an id, a version ``1.2.3``, a DOI
-  ``10.1145/3394486.3403226``) is not one.
+  ``10.1145/3394486.3403226``) is not one, nor are the leading zeros of a small value (``0.000899226``).
 
 The prose checks read paragraphs, list items, headings and captions (with inline code that is
 more than a bare name left out); the output checks read every cell output. Code typed on the page
@@ -100,7 +100,9 @@ def _main_text_leaks(text: str) -> list[str]:
     if m:
         found.append(f"a frozen progress bar (keep progress bars off the page): {_short(m.group(0))!r}")
     for m in _FLOAT.finditer(text):
-        if sum(c.isdigit() for c in m.group(1)) >= LONG_FLOAT_DIGITS:
+        # significant digits: a small value at %.6g ("0.000899226") is rounded, its leading zeros
+        # are not digits of precision
+        if len(m.group(1).replace(".", "").lstrip("0")) >= LONG_FLOAT_DIGITS:
             found.append(f"a float printed unrounded ({LONG_FLOAT_DIGITS}+ digits; format it): {m.group(0)!r}")
             break
     return found
