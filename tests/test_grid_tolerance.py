@@ -124,6 +124,26 @@ def test_default_bootstrap_on_the_grid_is_pinned_to_the_dense_bootstrap(data, lo
     assert not np.array_equal(grid["recall"].low, dense["recall"].low)
 
 
+@pytest.mark.parametrize("design, method", [("fixed", "mle"), ("fixed", "wmle"), ("adaptive", "mle")])
+def test_batched_grid_replicates_are_the_grid_estimate_on_the_resampled_users(data, design, method):
+    """The bootstrap's replicates of MLE / WMLE on a grid (one batched EM over the cells) are the grid
+    estimator itself on each replicate's users (``grid=True``), to EM's rounding."""
+    from itemsampling.estimators import bootstrap as B
+
+    r, sizes, n_items = data[("one", design)]
+    ps, pr, counts, _ = B._pair_table(r, sizes)
+    C = B._draw_counts(counts, 3, np.random.default_rng(7))
+    rep = B._Replicator(N, sizes, ps, pr, C, METRICS, KS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reps = rep.replicates(method, {"grid": True})
+        for b in range(3):
+            ub = rep._sizes(b)
+            direct = estimate_metrics(rep._ranks(b), n_items, ub, METRICS, KS, [method], grid=True)[method]
+            for i, m in enumerate(METRICS):
+                np.testing.assert_allclose(reps[b, i], direct[m], rtol=1e-7, atol=1e-10)
+
+
 # ------------------------------------------------------------------------------------- the tolerance's power
 def _left_point_kernel(lo, hi, N_, n_, c0, c1):
     """A wrong grid kernel: every rank of a wide cell given the kernel of the cell's first rank."""
