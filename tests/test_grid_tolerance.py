@@ -100,13 +100,10 @@ def test_default_grid_is_pinned_to_the_dense_estimator(data, low_threshold, pool
     dense = _estimates(r, sizes, n_items, method, grid=False)
     assert_pinned(grid, dense, sizes, (pools, design, method))
     default = _estimates(r, sizes, n_items, method)
-    # the default is one of the two paths exactly: the grid with one N (the rule takes it here), the
-    # dense estimator with per-user pools (the public entry points route pools to it unless grid is given)
-    expect = grid if pools == "one" else dense
+    # the default is the grid (the rule takes it here, with one N or per-user pools), not the dense estimator
     for m in METRICS:
-        np.testing.assert_array_equal(default[m], expect[m])
-    if pools == "one":  # and it is not the dense estimator: the grid really was taken
-        assert any(not np.array_equal(default[m], dense[m]) for m in METRICS)
+        np.testing.assert_array_equal(default[m], grid[m])
+    assert any(not np.array_equal(default[m], dense[m]) for m in METRICS)
 
 
 def test_default_bootstrap_on_the_grid_is_pinned_to_the_dense_bootstrap(data, low_threshold):
@@ -185,3 +182,18 @@ def test_a_wrong_grid_fails(data, low_threshold, monkeypatch, defect, method):
         G._banded_kernel.cache_clear()
     with pytest.raises(AssertionError):
         assert_pinned(wrong, dense, sizes, defect)
+
+
+@pytest.mark.parametrize("metric", ["recall", "precision"])
+def test_pool_weighted_recall_by_thresholds_is_the_sum_over_pools(metric):
+    """Recall@K / Precision@K with per-user pools (one threshold per pool, O(N + G)) against the brute
+    force: the metric in each pool on the common grid (pool_metric_matrix without weights), weighted."""
+    rng = np.random.default_rng(4)
+    for N_ in (50, 3_706, 20_000):
+        pools = np.unique(np.concatenate([[2, 3, N_], rng.integers(2, N_ + 1, size=200)]))
+        w = rng.random(pools.size)
+        w /= w.sum()
+        for k in (1, 7, 1_000, N_):
+            fast = G.pool_metric_matrix([metric], [k], N_, pools, weights=w)[:, 0, 0]
+            brute = G.pool_metric_matrix([metric], [k], N_, pools)[:, 0, 0, :] @ w
+            np.testing.assert_allclose(fast, brute, rtol=1e-12, atol=1e-15)
