@@ -11,9 +11,10 @@ test user; each row's pool is every item but the user's training items and other
 loop":
 
 1. *Pilot*: ``sampled_ranks(design="fixed", sample_size=100, n_users=3000)`` of the first model.
-2. *Plan*: :func:`itemsampling.plan.plan_evaluation` for Recall@10 with margin 0.01 at 95 % from the pilot
+2. *Plan*: :func:`itemsampling.plan.plan_evaluation` for Recall@10 with margin 0.01 (or the most accurate design
+   within ``--budget``, a share of full ranking's item scorings) at 95 % from the pilot
    (its per-user pools; sizes tried ``--sizes``, estimator MLE), the chosen design's ``sampled_ranks`` call.
-3. *Sampling*: that call for each of the three models (the same seed).
+3. *Sampling*: that call for the three models at once (a dict of scorers: the same users and the same decoys).
 4. *Estimate*: the rank file of the three tables through ``estimate`` at its defaults
    (:func:`itemsampling.cli.estimate_table`: Recall and NDCG at K = 10, 20, 50, 95 % intervals, comparisons).
 5. *Truth* (not in the loop): ``design="full"`` of every test row per model; rows identified, intervals that
@@ -34,7 +35,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -57,6 +57,9 @@ def main(argv=None) -> int:
     p.add_argument("path")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--margin", type=float, default=0.01)
+    p.add_argument("--budget", type=float, default=None,
+                   help="plan for the most accurate design within this share of full ranking's item scorings "
+                        "(e.g. 0.05) instead of the cheapest meeting --margin")
     p.add_argument("--pilot-users", type=int, default=3000)
     p.add_argument("--sizes", type=int, nargs="+", default=[100])
     p.add_argument("--n-sim", type=int, default=20)
@@ -69,7 +72,7 @@ def main(argv=None) -> int:
     print(f"{name}: {M:,} test rows, N = {N:,} items", flush=True)
     scores = {m: scorer(m, X, np.random.default_rng([a.seed, 1])) for m in MODELS}
     out = {"dataset": name, "files": {f.name: sha256(f) for f in files}, "n_items": N, "rows": int(M),
-           "seed": a.seed, "margin": a.margin, "seconds": {}}
+           "seed": a.seed, "margin": None if a.budget else a.margin, "budget_share": a.budget, "seconds": {}}
     t_loop = time.perf_counter()
     # 1. pilot
     pilot = sampled_ranks(scores[MODELS[0]], users, targets, exclude=E, n_items=N, design="fixed", sample_size=100,
@@ -79,7 +82,8 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plan = plan_evaluation(N, M, "recall", 10, margin=a.margin, pilot=pilot["rank"].to_numpy(), sample_size=100,
+        plan = plan_evaluation(N, M, "recall", 10, margin=None if a.budget else a.margin,
+                               budget=a.budget * M * N if a.budget else None, pilot=pilot["rank"].to_numpy(), sample_size=100,
                                pools=pilot["n_items"].to_numpy(), sizes=a.sizes, estimators=("mle",), n_sim=a.n_sim,
                                rng=a.seed)
     out["seconds"]["plan"] = time.perf_counter() - t
@@ -89,21 +93,18 @@ def main(argv=None) -> int:
     kw = design_kwargs(d)
     out["chosen"] = {"label": d.label, "call": d.call, "predicted_cost": d.cost,
                      "predicted_cost_share": d.cost / (M * N), "predicted_half_width": d.half_width}
-    # 3. sampling, three models, one seed
+    # 3. sampling: the three models in one call, on the same users and the same decoys (common random numbers)
     t = time.perf_counter()
-    tables = {m: sampled_ranks(scores[m], users, targets, exclude=E, n_items=N, rng=np.random.default_rng([a.seed, 4]), **kw)
-              for m in MODELS}
+    table = sampled_ranks(scores, users, targets, exclude=E, n_items=N, rng=np.random.default_rng([a.seed, 4]), **kw)
     out["seconds"]["sampling"] = time.perf_counter() - t
     print(f"sampling {out['seconds']['sampling']:.1f} s", flush=True)
-    scorings = {m: tab.attrs["scorings"] for m, tab in tables.items()}
-    # 4. estimate at its defaults
+    # a model's item scorings: its rows' sample sizes (module docstring of itemsampling.evaluation, "Several models")
+    scorings = {m: int(table.loc[table["model"] == m, "sample_size"].sum()) for m in MODELS}
+    # 4. estimate at its defaults, on the rank file the table writes
     t = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "ranks.csv"
-        # plain frames: the tables' attrs hold an array, which pd.concat cannot compare (issue 44, item 4)
-        pd.concat([pd.DataFrame({"model": m, **{c: tab[c].to_numpy() for c in ("user", "rank", "sample_size",
-                                                                            "n_items")}})
-                   for m, tab in tables.items()]).to_csv(f, index=False)
+        table.to_csv(f, index=False)
         res = estimate_table(read_rank_file(f, None, None), list(METRICS), list(KS))
     out["seconds"]["estimate"] = time.perf_counter() - t
     out["seconds"]["loop"] = time.perf_counter() - t_loop

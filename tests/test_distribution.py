@@ -295,3 +295,30 @@ def test_public_reexport():
         warnings.simplefilter("error")
         P = estimate_rank_distribution([1, 1, 2, 5], 40, 5, "mle")
     assert P.shape == (40,) and P.sum() == pytest.approx(1.0)
+
+
+def test_em_all_observed_loop_equals_the_masked_loop():
+    """EM's loop without masks (every column observed) runs the updates and the stopping rule of the
+    masked loop: the same fit as with one unobserved column appended (weight 0), for a single fit (dot)
+    and a batch, to rounding, with the same passes; and the same refusal of a zero-probability rank."""
+    from itemsampling.estimators.distribution import _em
+
+    rng = np.random.default_rng(5)
+    N, J = 300, 40
+    K = rng.random((N, J)) ** 4
+    K /= K.sum(axis=1, keepdims=True) * 1.5
+    for B, dot in ((1, True), (3, False)):
+        c = rng.random((B, J)) + 0.1
+        c /= c.sum(axis=1, keepdims=True)
+        fast = _em(c, K, np.full((B, N), 1.0 / N), 1e-7, 5000, dot=dot)
+        cz = np.hstack([c, np.zeros((B, 1))])
+        Kz = np.hstack([K, rng.random((N, 1))])
+        masked = _em(cz, Kz, np.full((B, N), 1.0 / N), 1e-7, 5000, dot=dot)
+        np.testing.assert_allclose(fast[0], masked[0], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(fast[2], masked[2], rtol=1e-12)
+        assert np.array_equal(fast[3], masked[3]) and fast[4].all() and masked[4].all()
+        assert 5 < fast[3].min() < 5000  # the loop ran and stopped by the rule
+    K0 = K.copy()
+    K0[:, 0] = 0.0
+    with pytest.raises(ValueError, match="zero probability"):
+        _em(np.full((1, J), 1.0 / J), K0, np.full((1, N), 1.0 / N), 1e-9, 50)
