@@ -583,3 +583,13 @@ def test_estimate_into_a_closed_pipe_is_one_error_line(tmp_path):
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == "error: standard output was closed before the report was written (broken pipe)"
+
+
+def test_the_header_gives_the_method_parameters_in_words(tmp_path, capsys):
+    """The report's header names the method's options as ``name = value``, never as a Python dict."""
+    path, _ = _two_models(tmp_path)
+    code, out, err = _run(["estimate", path, "--n-items", N, "--sample-size", n, "--metric", "ndcg", "--k", 10,
+                           "--quiet", "--method", "bv", "--gamma", 0.05], capsys)
+    assert code == 0, err
+    assert "method bv (gamma = 0.05)" in out
+    assert "{" not in out.split("\n\n")[0] and "'gamma'" not in out

@@ -447,6 +447,13 @@ def _fmt(v, digits=4):
     return "–" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
 
 
+def _parameters_text(parameters) -> str:
+    """A method's parameters in words for the report's header: ``gamma = 0.05, eta = 0.01``."""
+    if not isinstance(parameters, dict):
+        return str(parameters)
+    return ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}" for k, v in parameters.items())
+
+
 def format_report(result: dict) -> str:
     """The plain-text report: one table of estimates and one of comparisons with verdicts."""
     pct = f"{100 * result['confidence']:g}%"
@@ -460,7 +467,8 @@ def format_report(result: dict) -> str:
                  else "per-user sample sizes (adaptive sampling)" if design == "adaptive" else
                  "per-user sample sizes" if n == "per-user" else "per-model sample sizes")
     method_text = ("plain mean over users (full ranking; --method not used)" if full else
-                   f"method {result['method']}" + (f" {result['parameters']}" if result["parameters"] else ""))
+                   f"method {result['method']}" + (f" ({_parameters_text(result['parameters'])})"
+                                                    if result["parameters"] else ""))
     kinds = {r.get("interval") for r in result["estimates"]}
     lines = [f"{result['file']}: " + (f"N = {N:,} items, " if N != "per-user" else
                                       "per-user catalogue sizes N_u (n_items column), ")
