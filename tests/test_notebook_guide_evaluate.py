@@ -68,6 +68,11 @@ def test_counts_and_verdicts_are_those_of_the_recorded_tables(results):
     assert len(dec) == results["own_decisions"] == 6
     assert results["own_decided"] == sum(r["decided (interval excludes 0)"] for r in dec)
     assert f"decides {results['own_decided']} of the 6" in results["own_decision_text"]
+    # "beats" only where Recall@10's interval of the difference excludes 0
+    r10 = next(r for r in dec if r["metric"] == "recall@10")
+    for key in ("own_decision_text", "own_decision_finding"):
+        assert ("beats" in results[key]) == bool(r10["decided (interval excludes 0)"]), results[key]
+        assert ("not told apart" in results[key]) == (not r10["decided (interval excludes 0)"]), results[key]
 
 
 def test_prose_numbers_are_formatted(results):
