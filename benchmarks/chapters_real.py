@@ -54,7 +54,7 @@ def run_one(chapter: int, dataset: str, timeout: float) -> dict:
         last = p.stdout.strip().splitlines()[-1].split() if p.stdout.strip() else ["-1", "nan", "0"]
         code, seconds, peak = int(last[0]), float(last[1]), int(last[2]) * 1024 / 1e9
         res = Path(out) / "results.json"
-        results = json.loads(res.read_text()) if res.exists() and code == 0 else {}
+        results = json.loads(res.read_text()).get("results", {}) if res.exists() and code == 0 else {}
         rules = {k: v for k, v in results.items() if RULE_KEYS.search(k)}
         row = {"chapter": chapter, "dataset": Path(dataset).name, "code": code, "seconds": seconds, "peak_gb": peak,
                "rules": rules}
