@@ -200,7 +200,7 @@ def test_column_cache_is_keyed_on_every_input_and_bounded(monkeypatch):
 
 @pytest.mark.parametrize("N,n", [(25_815, 500), (20_720, 1_000)])
 def test_mes_pcg_steps_agree_with_the_factorised_newton(monkeypatch, N, n):
-    """MES with Newton steps by PCG preconditioned by an earlier Hessian factor (the default from 300
+    """MES with Newton steps by PCG preconditioned by an earlier Hessian factor (the default from 100
     observed ranks) against the former loop, a fresh factorisation at every step: both converged, the
     same cell masses to 1e-9 of their largest and the same objective to 1e-12; the PCG path is taken."""
     grid = G.rank_grid(N, n, breaks=range(1, 51))
