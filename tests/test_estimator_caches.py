@@ -153,22 +153,32 @@ def _adaptive_pairs(seed=0):
 
 def test_cached_kernel_columns_equal_the_columns_computed_at_once():
     """Grid-kernel columns served from the column and block caches, in subsets asked in turn, equal
-    the former computation (all columns of a size at once, no cache) to 1e-14 relative (the one-rank
-    cells' log kernel is one product per column block, so only its grouping may change; measured
-    equal), and equal the columns of the whole grid kernel of that size to rounding."""
+    the columns computed at once without a cache, bit for bit: each column is the same whatever other
+    columns are computed with it (so a process's history of samples cannot change an estimate), and equal
+    to 1e-14 relative the former computation (the log kernel as one matrix product, whose grouping of its
+    three terms may change with the number of columns), and the columns of the whole grid kernel of
+    that size to rounding."""
     N = 25_815
     grid = G.rank_grid(N, 3_200, breaks=range(1, 51))
     G._grid_kernel_cached.cache_clear()
     sizes, ranks = _adaptive_pairs()
-    former = np.zeros((grid.n_cells, sizes.size))
+    at_once = np.zeros((grid.n_cells, sizes.size))
     for n in np.unique(sizes):
         c = np.flatnonzero(sizes == n)
-        former[:, c] = G._grid_kernel_columns_of(grid, int(n), ranks[c], True)
+        at_once[:, c] = G._grid_kernel_columns_of(grid, int(n), ranks[c], True)
+    alone = G._grid_kernel_columns_of(grid, 800, ranks[sizes == 800][[7]], True)
+    np.testing.assert_array_equal(alone[:, 0], at_once[:, np.flatnonzero(sizes == 800)[7]])
     first = G.grid_kernel_columns(grid, sizes[::3], ranks[::3])  # part of the pairs, then all of them
     both = G.grid_kernel_columns(grid, sizes, ranks)
-    np.testing.assert_allclose(both, former, rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(both, at_once)
     np.testing.assert_array_equal(first, both[:, ::3])
     assert G._COLUMN_CACHE and G._wide_block.cache_info().currsize > 0
+    one = grid.lo[grid.widths == 1]
+    for n in (200, 3_200):  # the elementwise log kernel against the former matrix product
+        c = np.flatnonzero(sizes == n)
+        args = (N, np.full(c.size, n), ranks[c], one, True)
+        np.testing.assert_allclose(G._column_log_kernel(*args, per_column=True), G._column_log_kernel(*args),
+                                   rtol=1e-14, atol=1e-12)
     for n in (200, 800):  # the columns of the whole grid kernel of that size
         K = G.grid_kernel(grid, n)
         c = np.flatnonzero(sizes == n)

@@ -744,7 +744,12 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
     cap, a stall with a larger gradient, a failed line search - ``stopped_by_tol`` is False, a
     :class:`ConvergenceWarning` says why, and ``gap`` is the gradient at the returned point. The
     Hessian is accumulated over row blocks of the kernel restricted to their band of sampled
-    ranks, which cuts its cost several-fold at :math:`n = 500`.
+    ranks, which cuts its cost several-fold at :math:`n = 500`. From :data:`_MES_PCG_MIN` observed ranks
+    the Newton systems after the first are solved by conjugate gradients preconditioned by the factor of
+    an earlier iterate's Hessian (:func:`_stale_newton_step`; a fresh factorisation when that is slow), and
+    the objective, gradient and Hessian-vector products use the kernel's entries above :math:`10^{-30}`
+    of their row maximum: the same stopping rule, so the same optimum to its tolerance (the tests compare
+    with the loop that factorises at every step: cell masses within :math:`10^{-9}` of their largest).
 
     On a grid (``widths``: the number of global ranks of each kernel row, a cell of
     :class:`~itemsampling.estimators.grid.RankGrid` with :math:`P` uniform within it) the entropy is

@@ -535,7 +535,10 @@ def grid_kernel_columns(grid: RankGrid, sizes, ranks, replacement: bool = True) 
     adaptive sampling (TORS Sec. 6) observes at its large sizes only the top sampled ranks, so the cells
     far down the catalogue are never computed. Equal to :func:`grid_kernel`'s columns to rounding
     (the tests compare); time :math:`O(\text{cells}\times\text{pairs})` plus the bands of the blocks
-    that are needed."""
+    that are needed. A column depends on :math:`(N`, the cells, ``replacement``, :math:`n, r)` only, so the
+    columns computed (and the blocks of wide cells, :func:`_wide_block`) are kept for the next samples of an
+    experiment (at most :data:`_COLUMN_BUDGET` bytes, cleared with the kernel cache): a repeat of chapter 8's
+    Table 8.5 computes only the pairs no earlier repeat has observed."""
     if not isinstance(grid, RankGrid):
         raise ValueError(f"grid must be a RankGrid (from rank_grid), got {type(grid).__name__}")
     replacement = check_bool(replacement, "replacement")
@@ -613,7 +616,8 @@ def _grid_kernel_columns_of(grid: RankGrid, n: int, ranks: np.ndarray, replaceme
         chunk = max(1, int(4e6 // max(ranks.size, 1)))
         for s in range(0, one.size, chunk):
             rows = one[s:s + chunk]
-            out[rows] = np.exp(_column_log_kernel(N, np.full(ranks.size, n), ranks, lo[rows], replacement))
+            out[rows] = np.exp(_column_log_kernel(N, np.full(ranks.size, n), ranks, lo[rows], replacement,
+                                                  per_column=True))
     for s in range(0, wide.size, 64):  # the blocks of grid_kernel, each on its band
         rows = wide[s:s + 64]
         c0, c1 = _band(max(0.0, (lo[rows[0]] - 1.5) / (N - 1.0)), min(1.0, (hi[rows[-1]] - 0.5) / (N - 1.0)), n - 1)
@@ -678,9 +682,12 @@ cached_kernel.cache_clear = _clear_kernel_caches  # type: ignore[attr-defined]
 
 
 def _column_log_kernel(n_items: int, sizes: np.ndarray, ranks: np.ndarray, support: np.ndarray,
-                       replacement: bool) -> np.ndarray:
+                       replacement: bool, per_column: bool = False) -> np.ndarray:
     """log P(r | R; n) for the given (n, r) columns and global ranks R (rows), binomial or
-    hypergeometric (the formulas of :mod:`itemsampling.kernel`), without the other columns."""
+    hypergeometric (the formulas of :mod:`itemsampling.kernel`), without the other columns.
+    ``per_column``: the binomial terms summed elementwise, so that each entry is the same whatever other
+    columns are computed with it (a matrix product may group its three terms differently for another
+    number of columns; the cached columns of :func:`grid_kernel_columns` must not depend on that)."""
     N = n_items
     j = ranks.astype(np.float64) - 1.0  # decoys above the target
     m = sizes.astype(np.float64) - 1.0  # decoys
@@ -692,7 +699,10 @@ def _column_log_kernel(n_items: int, sizes: np.ndarray, ranks: np.ndarray, suppo
         rows = np.column_stack([np.log(np.where(interior, p, 0.5)), np.log1p(-np.where(interior, p, 0.5)),
                                 np.ones_like(p)])
         cols = np.vstack([j, m - j, gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)])
-        out = rows @ cols
+        if per_column:
+            out = rows[:, 0:1] * cols[0] + rows[:, 1:2] * cols[1] + cols[2]  # rows[:, 2] is 1
+        else:
+            out = rows @ cols
         if not interior.all():
             out[p <= 0] = np.where(j == 0, 0.0, -np.inf)
             out[p >= 1] = np.where(j == m, 0.0, -np.inf)
