@@ -760,7 +760,10 @@ def _mes_dual_impl(p_tilde, K, a: float, tol: float = 1e-10, max_iter: int = 200
     The result then holds the cell masses. ``check=False`` skips the scan of the kernel's entries
     (for a kernel this package built: :func:`_fit`).
     """
+    given = K
     pt, K = _check_mes_inputs(p_tilde, K) if check else (np.asarray(p_tilde, dtype=np.float64), K)
+    if isinstance(given, np.ndarray) and given.dtype == np.float64:
+        K = given  # the checked array itself, not its float64 copy (a cached kernel keeps its sparse form)
     if widths is not None:
         widths = np.asarray(widths, dtype=np.float64)
         if widths.shape != (K.shape[0],) or np.any(widths < 1):
