@@ -292,3 +292,21 @@ def test_shared_band_products_give_the_former_banded_solve(method, kw):
         assert np.all(np.abs(got - former) <= 1e-9 * scale)
     band = C._band_products(N, n, True, grid.lo.tobytes(), p1.tobytes())
     assert not band.flags.writeable
+
+
+def test_mes_pcg_steps_on_the_dense_kernel(monkeypatch):
+    """The PCG steps on the dense (cached, read-only) kernel over the global ranks, as chapter 8's main
+    loop runs MES (N = 3,706, n = 146): the former loop's fit to 1e-9 of the largest mass, and the sparse
+    form of the cached kernel kept beside it (the caller's array itself, not a copy, reaches the loop)."""
+    N, n = 3_706, 146
+    K = G.cached_kernel(N, n)
+    g = np.random.default_rng(5)
+    R = np.minimum(N, 1 + np.floor((N - 1) * g.beta(0.4, 1.2, size=6_040))).astype(np.int64)
+    p_tilde = np.bincount(1 + g.binomial(n - 1, (R - 1) / (N - 1)), minlength=n + 1)[1:] / R.size
+    a = D.mes_scale(0.01, n)
+    new = D.mes_dual(p_tilde, K, a)
+    assert D._MES_SPARSE_CACHE.get(id(K), (None,))[0] is K
+    monkeypatch.setattr(D, "_MES_PCG_MIN", 10**9)
+    old = D.mes_dual(p_tilde, K, a)
+    assert new.stopped_by_tol and old.stopped_by_tol
+    assert np.max(np.abs(new.distribution - old.distribution)) <= 1e-9 * np.max(old.distribution)
