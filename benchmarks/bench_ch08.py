@@ -136,3 +136,43 @@ def test_table5_row(benchmark, catalogue):
                              kwargs={"rng": 0, "grid": True, "n_jobs": 2}, rounds=1, iterations=1)
     benchmark.extra_info.update({"N": N, "fixed_n": nfix, "repeats": 100, "n_jobs": 2})
     assert out["m"]["adaptive"].shape == (100,)
+
+
+# ---------------------------------------------------------------------------------------------
+# the chapter's two other slow cells: the main loop's estimates (estimate_draws) and the N-versus-M
+# experiment (adaptive_against_fixed at TORS's absolute sizes on Beta ranks)
+# ---------------------------------------------------------------------------------------------
+def test_estimate_draw(benchmark):
+    """One draw of the chapter's main loop (``estimate_draws``, one model) at the size rule of sim-ml1m
+    (N = 3,706, n_0 = 29, n_max = 464, n = 146): initial MLE, adaptive MLE and the five fixed-size
+    estimators of three metrics on two samples, dense, after a first draw has filled the caches."""
+    from itemsampling.catalogue import estimate_draws, scaled_sizes
+
+    N, M = 3_706, 6_040
+    n0, n_max, nfix = scaled_sizes(N)
+    R = _ranks(N, M)["m3"]
+    g = np.random.default_rng(0)
+
+    def draw():
+        ra, sa = adaptive_sample_ranks(R, N, n0, n_max, g)
+        return ((sample_ranks(R, N, n0, g), n0), (ra, sa),
+                [(sample_ranks(R, N, n, g), n) for n in (nfix, int(round(sa.mean())))])
+
+    estimate_draws([draw()], N, KS, METRICS, FIXED)
+    out = benchmark.pedantic(estimate_draws, args=([draw()], N, KS, METRICS, FIXED), rounds=3, iterations=1)
+    assert np.isfinite(out[0]["initial"]).all()
+
+
+@pytest.mark.parametrize("N,M", [(3_706, 6_040), (9_916, 6_040), (25_815, 6_040), (9_916, 55_187)])
+def test_nm_point_repeat(benchmark, N, M):
+    """One repeat of one point of the N-versus-M experiment (TORS's absolute sizes 200, 3,200, 500; grid
+    estimators), after a first repeat has filled the caches."""
+    ranks = {"beta": _ranks(N, M)["m3"]}
+
+    def run(j):
+        with threadpool_limits(1, "blas"):
+            return adaptive_against_fixed(ranks, N, 200, N_MAX, 500, 1, KS, rng=j, grid=True)
+
+    run(0)
+    out = benchmark.pedantic(run, args=(1,), rounds=3, iterations=1)
+    assert np.isfinite(out["beta"]["adaptive"]).all()

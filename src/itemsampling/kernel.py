@@ -28,7 +28,7 @@ from scipy.special import gammaln, logsumexp
 
 from ._validation import check_bool, check_int, check_memory, check_ranks, check_sizes
 
-__all__ = ["log_kernel", "kernel", "kernel_row", "kernel_cdf", "theta", "RESOLVED", "resolves"]
+__all__ = ["log_kernel", "kernel", "kernel_row", "kernel_cdf", "theta", "RESOLVED", "resolves", "resolution_limit"]
 
 #: A cut-off :math:`K` counts as *resolved* by sampled ranks at size :math:`n` when
 #: :math:`K \ge` ``RESOLVED`` :math:`\times N/(n-1)`, two kernel widths (the kernel spreads global rank
@@ -44,7 +44,13 @@ def resolves(n_items: int, sample_size, k, multiple: float = RESOLVED) -> bool:
     (a metric over the whole list) counts as resolved. A rule of the design, not of the data."""
     N = check_int(n_items, "n_items", low=2)
     n = check_int(int(np.max(sample_size)), "sample_size", low=2)
-    return k is None or check_int(k, "k", low=1) >= multiple * N / (n - 1)
+    return k is None or check_int(k, "k", low=1) >= resolution_limit(N, n, multiple)
+
+
+def resolution_limit(n_items: int, sample_size: int, multiple: float = RESOLVED) -> float:
+    r"""The smallest cut-off :func:`resolves` accepts, :math:`c\,N/(n-1)`, for checked ints
+    :math:`N \ge n \ge 2` (one threshold for many cut-offs: the estimate path checks 50 per call)."""
+    return multiple * n_items / (sample_size - 1)
 
 
 def theta(global_ranks, n_items: int) -> np.ndarray:

@@ -696,14 +696,35 @@ def _corrected(targets, n_items, sample_size, method, prior, n_users, gamma, rep
         rhs = targets.kernel_rhs(n_items, sample_size, replacement, p)
 
     def gram(M):  # sum p K K^T, less (1/M) sum m K K^T for MN (m = 1 per rank, |c| per cell)
-        if banded:  # the upper band, in one pass
-            return _gram_band_rows(K, p if M is None else p - widths / M, bands, u)
+        if banded:  # the upper bands, cached: BV and MN with one prior share sum p K K^T
+            lo_b = targets.solve_grid.lo.tobytes()
+            Gp = _band_products(n_items, sample_size, replacement, lo_b, np.ascontiguousarray(p).tobytes())
+            return Gp.copy() if M is None else \
+                Gp - _band_products(n_items, sample_size, replacement, lo_b, widths.tobytes()) / M
         return KtDK if M is None else KtDK - _prior_free(n_items, sample_size, replacement, key)[0] / M
 
     with _single_blas_thread() if banded else contextlib.nullcontext():
         G, what = _system(method, g, M if method == "mn" else None, gram, c, colsum, banded)
     on_grid = targets.solve_grid is not None
     return _solve_system(G, rhs, c, what, _unidentified if method == "bv" or on_grid else "raise", banded)
+
+
+@functools.lru_cache(maxsize=6)
+def _band_products(N: int, n: int, replacement: bool, lo_bytes, w_bytes: bytes) -> np.ndarray:
+    r"""The upper band of :math:`\sum_c w_c\bar K_c\bar K_c^\top` (:func:`.grid._gram_band_rows`) on the grid
+    whose first ranks are ``lo_bytes``, for the weights whose float64 bytes are ``w_bytes`` (a learnt prior,
+    or the cell widths of MN's prior-free term), cached on every input (read-only): the banded BV and MN
+    systems of one prior (BV_MLE and MN_MLE, ...) share it, and MN's :math:`\frac1M\sum_c |c|\bar K_c\bar
+    K_c^\top` is the same for every sample. MN's matrix is then the difference of two bands instead of one
+    band of the weights :math:`p_c - |c|/M` (the same sum, grouped differently: agreement to rounding)."""
+    grid = _make_grid(N, np.frombuffer(lo_bytes, dtype=np.int64))
+    K = grid_kernel(grid, n, replacement)
+    bands = _grid_row_bands(N, n, replacement, lo_bytes)
+    u = max(hi - lo for _, _, lo, hi in bands)
+    with _single_blas_thread():
+        out = _gram_band_rows(K, np.frombuffer(w_bytes, dtype=np.float64), bands, u)
+    out.flags.writeable = False
+    return out
 
 
 def _banded_choice(grid, n: int, replacement: bool, solver: str):

@@ -31,7 +31,7 @@ import numpy as np
 from .._validation import (
     ResolutionWarning, check_bool, check_int, check_probability_vector, check_ranks, check_sizes,
 )
-from ..kernel import RESOLVED, resolves
+from ..kernel import RESOLVED, resolution_limit
 from ..metrics import canonical_metric, metric_function
 from .corrected import CORRECTION_METHODS, _corrected_on_grid, check_gamma, corrected_estimate, corrected_metrics
 from .distribution import (
@@ -102,7 +102,8 @@ def resolution_note(n_items, sample_size, k) -> str | None:
     if n < 2 or n > N:
         return None
     width = N / (n - 1.0)
-    low = sorted({x for x in ks if not resolves(N, n, x)})
+    limit = resolution_limit(N, n)  # the rule of kernel.resolves, once for the checked N, n and cut-offs
+    low = sorted({x for x in ks if not x >= limit})
     if not low:
         return None
     need = int(np.ceil(RESOLVED * N / low[0])) + 1

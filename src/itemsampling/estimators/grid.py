@@ -535,7 +535,10 @@ def grid_kernel_columns(grid: RankGrid, sizes, ranks, replacement: bool = True) 
     adaptive sampling (TORS Sec. 6) observes at its large sizes only the top sampled ranks, so the cells
     far down the catalogue are never computed. Equal to :func:`grid_kernel`'s columns to rounding
     (the tests compare); time :math:`O(\text{cells}\times\text{pairs})` plus the bands of the blocks
-    that are needed."""
+    that are needed. A column depends on :math:`(N`, the cells, ``replacement``, :math:`n, r)` only, so the
+    columns computed (and the blocks of wide cells, :func:`_wide_block`) are kept for the next samples of an
+    experiment (at most :data:`_COLUMN_BUDGET` bytes, cleared with the kernel cache): a repeat of chapter 8's
+    Table 8.5 computes only the pairs no earlier repeat has observed."""
     if not isinstance(grid, RankGrid):
         raise ValueError(f"grid must be a RankGrid (from rank_grid), got {type(grid).__name__}")
     replacement = check_bool(replacement, "replacement")
@@ -548,31 +551,97 @@ def grid_kernel_columns(grid: RankGrid, sizes, ranks, replacement: bool = True) 
         raise ValueError(f"sizes must lie in 2..{N} and ranks in 1..size")
     check_memory(8.0 * grid.n_cells * (sizes.size + 64), f"the grid kernel's columns ({grid.n_cells} cells x "
                  f"{sizes.size} pairs)", "sample_size")
-    lo, hi, widths = grid.lo, grid.hi, grid.widths
-    out = np.zeros((grid.n_cells, sizes.size))
-    one = np.flatnonzero(widths == 1)
-    wide = np.flatnonzero(widths > 1)
-    cell_sums = _binomial_cell_sums if replacement else _hypergeometric_cell_sums
+    # each column depends on (N, the cells, replacement, n, r) only, not on the sample: the repeats of an
+    # experiment ask for the same columns again and again, so the computed ones are kept (_column_store)
+    out = np.empty((grid.n_cells, sizes.size))
+    key = (N, None if grid.exact else grid.lo.tobytes(), bool(replacement))
     for n in np.unique(sizes):
         cols = np.flatnonzero(sizes == n)
-        j = ranks[cols] - 1
-        if one.size:
-            chunk = max(1, int(4e6 // max(cols.size, 1)))
-            for s in range(0, one.size, chunk):
-                rows = one[s:s + chunk]
-                out[np.ix_(rows, cols)] = np.exp(_column_log_kernel(N, np.full(cols.size, n), ranks[cols], lo[rows],
-                                                                    replacement))
-        for s in range(0, wide.size, 64):  # the blocks of grid_kernel, each on its band
-            rows = wide[s:s + 64]
-            c0, c1 = _band(max(0.0, (lo[rows[0]] - 1.5) / (N - 1.0)), min(1.0, (hi[rows[-1]] - 0.5) / (N - 1.0)),
-                           int(n) - 1)
-            inside = (j >= c0) & (j < c1)
-            if not inside.any():
-                continue
-            sums = cell_sums(lo[rows], hi[rows], N, int(n), c0, c1)
-            sums /= sums.sum(axis=1, keepdims=True)
-            out[np.ix_(rows, cols[inside])] = sums[:, j[inside] - c0]
+        store = _column_store(key + (int(n),))
+        asked = ranks[cols]
+        missing = np.unique(asked[[int(r) not in store for r in asked]])
+        if missing.size:
+            fresh = _grid_kernel_columns_of(grid, int(n), missing, replacement)
+            for i, r in enumerate(missing.tolist()):
+                col = np.ascontiguousarray(fresh[:, i])
+                col.flags.writeable = False
+                store[r] = col
+            _COLUMN_BYTES[0] += fresh.nbytes
+        for c, r in zip(cols.tolist(), asked.tolist()):
+            out[:, c] = store[r]
+    _trim_columns()
     return out
+
+
+#: the columns of :func:`grid_kernel_columns` computed so far, per (N, grid, replacement, n): {r: column}
+#: (read-only), the least recently used key first; cleared with the kernel cache
+#: (``_grid_kernel_cached.cache_clear()``)
+_COLUMN_CACHE: dict = {}
+_COLUMN_BYTES = [0]
+#: the most bytes of columns kept (older keys are dropped beyond it, the newest always kept)
+_COLUMN_BUDGET = 2**28
+
+
+def _column_store(key) -> dict:
+    """The cache of grid-kernel columns for one (N, grid, replacement, n), made on first use and
+    moved to the end (the most recently used)."""
+    store = _COLUMN_CACHE.pop(key, None)
+    _COLUMN_CACHE[key] = {} if store is None else store
+    return _COLUMN_CACHE[key]
+
+
+def _trim_columns() -> None:
+    """Drop the least recently used keys of the column cache while it holds more than
+    :data:`_COLUMN_BUDGET` bytes (the most recent key stays)."""
+    while _COLUMN_BYTES[0] > _COLUMN_BUDGET and len(_COLUMN_CACHE) > 1:
+        old = _COLUMN_CACHE.pop(next(iter(_COLUMN_CACHE)))
+        _COLUMN_BYTES[0] -= sum(col.nbytes for col in old.values())
+
+
+def _clear_columns() -> None:
+    _COLUMN_CACHE.clear()
+    _COLUMN_BYTES[0] = 0
+
+
+def _grid_kernel_columns_of(grid: RankGrid, n: int, ranks: np.ndarray, replacement: bool) -> np.ndarray:
+    """The columns of the grid kernel of size ``n`` for the sampled ranks ``ranks`` (checked), as
+    :func:`grid_kernel_columns` describes them, computed (no cache)."""
+    N = grid.n_items
+    lo, hi, widths = grid.lo, grid.hi, grid.widths
+    out = np.zeros((grid.n_cells, ranks.size))
+    one = np.flatnonzero(widths == 1)
+    wide = np.flatnonzero(widths > 1)
+    j = ranks - 1
+    if one.size:
+        chunk = max(1, int(4e6 // max(ranks.size, 1)))
+        for s in range(0, one.size, chunk):
+            rows = one[s:s + chunk]
+            out[rows] = np.exp(_column_log_kernel(N, np.full(ranks.size, n), ranks, lo[rows], replacement,
+                                                  per_column=True))
+    for s in range(0, wide.size, 64):  # the blocks of grid_kernel, each on its band
+        rows = wide[s:s + 64]
+        c0, c1 = _band(max(0.0, (lo[rows[0]] - 1.5) / (N - 1.0)), min(1.0, (hi[rows[-1]] - 0.5) / (N - 1.0)), n - 1)
+        inside = (j >= c0) & (j < c1)
+        if not inside.any():
+            continue
+        sums = _wide_block(N, lo.tobytes(), bool(replacement), n, s, c0, c1)
+        out[np.ix_(rows, np.flatnonzero(inside))] = sums[:, j[inside] - c0]
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _wide_block(N: int, lo_bytes: bytes, replacement: bool, n: int, start: int, c0: int, c1: int) -> np.ndarray:
+    """Rows ``start..start+63`` of the wide cells (width > 1) of the grid whose first ranks are ``lo_bytes``,
+    in the grid kernel of size ``n`` on the band ``c0:c1`` of sampled ranks (:func:`_band`), normalised over
+    it, as :func:`_grid_kernel_cached` computes them (the same block, the same arithmetic); cached on every
+    input (read-only): :func:`grid_kernel_columns` reads columns of it for each sample of an experiment."""
+    cells = _make_grid(N, np.frombuffer(lo_bytes, dtype=np.int64))
+    rows = np.flatnonzero(cells.widths > 1)[start:start + 64]
+    cell_sums = _binomial_cell_sums if replacement else _hypergeometric_cell_sums
+    sums = cell_sums(cells.lo[rows], cells.hi[rows], N, n, c0, c1)
+    sums /= sums.sum(axis=1, keepdims=True)
+    sums.flags.writeable = False
+    return sums
 
 
 def grid_kernel(grid: RankGrid, sample_size: int, replacement: bool = True) -> np.ndarray:
@@ -598,13 +667,27 @@ def cached_kernel(n_items: int, sample_size: int, replacement: bool = True) -> n
     return _grid_kernel_cached(N, n, check_bool(replacement, "replacement"), None)
 
 
-cached_kernel.cache_clear = _grid_kernel_cached.cache_clear  # type: ignore[attr-defined]
+_clear_kernels = _grid_kernel_cached.cache_clear
+
+
+def _clear_kernel_caches() -> None:
+    """Clear the one kernel cache and the grid-kernel columns and blocks computed from the same formulas."""
+    _clear_kernels()
+    _clear_columns()
+    _wide_block.cache_clear()
+
+
+_grid_kernel_cached.cache_clear = _clear_kernel_caches  # type: ignore[attr-defined]
+cached_kernel.cache_clear = _clear_kernel_caches  # type: ignore[attr-defined]
 
 
 def _column_log_kernel(n_items: int, sizes: np.ndarray, ranks: np.ndarray, support: np.ndarray,
-                       replacement: bool) -> np.ndarray:
+                       replacement: bool, per_column: bool = False) -> np.ndarray:
     """log P(r | R; n) for the given (n, r) columns and global ranks R (rows), binomial or
-    hypergeometric (the formulas of :mod:`itemsampling.kernel`), without the other columns."""
+    hypergeometric (the formulas of :mod:`itemsampling.kernel`), without the other columns.
+    ``per_column``: the binomial terms summed elementwise, so that each entry is the same whatever other
+    columns are computed with it (a matrix product may group its three terms differently for another
+    number of columns; the cached columns of :func:`grid_kernel_columns` must not depend on that)."""
     N = n_items
     j = ranks.astype(np.float64) - 1.0  # decoys above the target
     m = sizes.astype(np.float64) - 1.0  # decoys
@@ -616,7 +699,10 @@ def _column_log_kernel(n_items: int, sizes: np.ndarray, ranks: np.ndarray, suppo
         rows = np.column_stack([np.log(np.where(interior, p, 0.5)), np.log1p(-np.where(interior, p, 0.5)),
                                 np.ones_like(p)])
         cols = np.vstack([j, m - j, gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)])
-        out = rows @ cols
+        if per_column:
+            out = rows[:, 0:1] * cols[0] + rows[:, 1:2] * cols[1] + cols[2]  # rows[:, 2] is 1
+        else:
+            out = rows @ cols
         if not interior.all():
             out[p <= 0] = np.where(j == 0, 0.0, -np.inf)
             out[p >= 1] = np.where(j == m, 0.0, -np.inf)
