@@ -389,7 +389,10 @@ def item_matrix_bytes(name: str, n_items: int, specs=None) -> float:
 
 #: The largest catalogue on which chapters 8-11 fit a model with a dense N x N item-item matrix (EASE;
 #: ItemKNN without a neighbourhood) (:func:`replace_models`), a limit on time: EASE's fit factorises and
-#: inverts its N x N matrix, O(N^3). Measured on 2 cores (benchmarks/real_models.py): __EASE_TIMES__. Above it
+#: inverts its N x N matrix, O(N^3). Measured on 2 cores (benchmarks/real_models.py, one BLAS
+#: thread above 12,000 items): 192 s and 1.6 GB on Yelp's 14,284 items, 109 s and 2.2 GB on CiteULike-a's 16,980,
+#: 324 s and 4.7 GB on Amazon-book's 24,915 (most of a chapter's 6 minutes; 40,000 items, by N^3, about 22 min and
+#: 13 GB). So 20,000: EASE runs on the first two and is replaced on Amazon-book. Above it
 #: such a model is replaced by one without an item-item matrix. ItemKNN with a neighbourhood (the chapters'
 #: k = 50) keeps a sparse top-k similarity (O(N k) memory, 42 MB on Yelp's 14,284 items) and is not
 #: limited by it: only the memory budget counts for it.
