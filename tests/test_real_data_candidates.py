@@ -122,8 +122,8 @@ def test_chapter_11_on_a_movielens_folder_replaces_a_model_beyond_the_memory_bud
                        progress=False, html=True)
     res, prose = _check_chapter_11(out, path, tmp_path, ["popular", "itemknn", "userknn"])
     assert res["ch11_model_replacements"] == {"ease": "userknn"}
-    assert (f"ease needs {need / 1e6:,.0f} MB for one dense *N* × *N* matrix and a block of its columns, more than "
-            "the memory budget of 60 MB") in prose and "replaced by userknn" in prose
+    assert f"ease needs {need / 1e6:,.0f} MB for one dense" in prose and "replaced by userknn" in prose
+    assert "a block of its columns, more than the memory budget of 60 MB" in prose
 
 
 def _sparse_table(path: Path, n_users: int = 150, n_items: int = 3000, singles: int = 6, seed: int = 0) -> Path:
@@ -182,7 +182,7 @@ def test_chapter_10_caps_the_truth_decoys_at_the_positive_popularity_pool(tmp_pa
     # above dense_max_items EASE (a dense N x N matrix) is replaced by UserKNN where UserKNN does not run already, else
     # left out; item-kNN (k = 50, a sparse top-k similarity) is not limited by dense_max_items
     assert res["ch10_truth_model_replacements"] == {"ease": "userknn"}
-    assert res["ch10_model_replacements"] == {"ease": None}
+    assert res["ch10_model_replacements"] == {"ease": "userknn"}  # the three lists merged; the sentence has each
     need = EASE().item_matrix_bytes(N)
     assert res["ch10_replacement_text"] == (
         f"At this catalogue size (*N* = {N:,}) ease needs {need / 1e6:,.0f} MB for one dense *N* × *N* matrix and a "
