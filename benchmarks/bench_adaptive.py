@@ -7,7 +7,8 @@ default EM with tol 1e-6), kernel columns included (nothing cached).
 Scales:
 * MovieLens-1M: N = 3,706, M = 6,040, n_0 = 100, n_max = 3,200;
 * yelp (Jin et al. 2021, Table 5): N = 25,815, M = 25,677, n_max = 3,200 with n_0 = 400 (3,200 is
-  not 500 * 2^j, which Algorithm 1's doubling needs), and n_0 = 500 with n_max = 4,000.
+  not 500 * 2^j, which Algorithm 1's doubling needs), and n_0 = 500 with n_max = 4,000;
+* real-data size (issue 45, ``bench_real_sizes.py``): N = 10^5, M = 10^5, n_0 = 100, n_max = 12,800.
 
 Global ranks: theta = (R - 1)/(N - 1) ~ Beta(0.35, 1.2), as in ``bench_distribution.py``.
 
@@ -17,6 +18,15 @@ N x M matrix of P(r_u | R; n_u) (log space), then per pass the posterior of ever
 mean, for the same number of passes as our EM; both must agree to max |dP| < 1e-10. At yelp scale
 the N x M matrix (5.3 GB) does not fit the CI machine, so the baseline recomputes it in chunks of
 users each pass; its time is measured for a few passes and reported per pass.
+
+At the real-data size the per-user EM's N x M matrix is 80 GB and one chunked pass about a minute and a
+half, so ``test_per_user_em_real_size`` times one pass on a random 2,000 of the users (its cost is linear
+in the users: one chunk of kernel columns per 1,024 users) and scales it to all M; the same pass of our
+EM on those users must agree to max |dP| < 1e-10. It records, in ``extra_info``, the speed-up of one
+repeat (sampling and EM to convergence, dense and cold) over the per-user EM for the same number of
+passes, and the time of ``estimate_metrics`` at its defaults on the same ranks (the grid above
+``AUTO_GRID_BYTES``). The speed-ups of the other scales are the ratio of ``test_per_user_em_*`` (times
+``iterations`` passes at yelp) to ``test_adaptive_repeat``.
 
 Run with ``make bench`` (or ``pytest benchmarks/bench_adaptive.py --benchmark-only``).
 """
@@ -28,6 +38,7 @@ import numpy as np
 import pytest
 from scipy.special import gammaln
 
+from itemsampling.estimators import estimate_metrics
 from itemsampling.estimators.distribution import ConvergenceWarning, fit_rank_distribution
 from itemsampling.sampling import adaptive_sample_ranks
 
@@ -35,6 +46,7 @@ SCALES = {
     "ml1m": (3_706, 6_040, 100, 3_200),
     "yelp-400": (25_815, 25_677, 400, 3_200),
     "yelp-500": (25_815, 25_677, 500, 4_000),
+    "real-1e5": (100_000, 100_000, 100, 12_800),
 }
 
 
@@ -116,3 +128,35 @@ def test_per_user_em_yelp_same_result(benchmark, scale):
     pi = benchmark.pedantic(per_user_em, args=(r, s, N, passes), kwargs={"chunk": 1024}, rounds=1, iterations=1)
     benchmark.extra_info["seconds_per_pass"] = (time.perf_counter() - start) / passes
     assert np.max(np.abs(pi - ours)) < 1e-10
+
+
+def test_per_user_em_real_size(benchmark):
+    """The per-user EM at N = M = 10^5 (n_0 = 100, n_max = 12,800): one pass on 2,000 users, scaled to
+    all M; checked against our EM's first pass on those users; the speed-up of one repeat recorded."""
+    N, M, n0, nmax = SCALES["real-1e5"]
+    R = _ranks(N, M)
+    one_repeat(R, N, n0, nmax)  # warm-up (imports, BLAS threads)
+    ours = []
+    for _ in range(3):
+        start = time.perf_counter()
+        r, s, fit = one_repeat(R, N, n0, nmax)
+        ours.append(time.perf_counter() - start)
+    sub = np.random.default_rng(3).choice(M, size=2_000, replace=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        first = fit_rank_distribution(r[sub], N, s[sub], "mle", max_iter=1).distribution
+    start = time.perf_counter()
+    pi = benchmark.pedantic(per_user_em, args=(r[sub], s[sub], N, 1), kwargs={"chunk": 1024}, rounds=1,
+                            iterations=1)
+    per_pass = (time.perf_counter() - start) * M / sub.size
+    assert np.max(np.abs(pi - first)) < 1e-10
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        est = estimate_metrics(r, N, s, ["recall"], [1_000, 5_000], ["mle"])["mle"]["recall"]
+        default = time.perf_counter() - start
+    benchmark.extra_info.update({"iterations": fit.iterations, "seconds_per_pass_all_users": per_pass,
+                                 "our_repeat_seconds": float(np.median(ours)),
+                                 "speedup": per_pass * fit.iterations / float(np.median(ours)),
+                                 "default_estimate_seconds": default, "default_recall": np.asarray(est).tolist(),
+                                 "true_recall": [float(np.mean(R <= k)) for k in (1_000, 5_000)]})

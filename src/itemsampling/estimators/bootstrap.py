@@ -66,7 +66,8 @@ from .distribution import (
 )
 from .estimate import METHODS, _estimate, _ks, _point_metric, _point_metrics, _route, _split
 from .grid import (
-    _single_blas_thread, cached_kernel, check_sampled_ranks, kernel_columns, pool_metric_matrix, resolve_grid,
+    _cell_metric_sums, _single_blas_thread, cached_kernel, check_sampled_ranks, grid_kernel, grid_kernel_columns,
+    kernel_columns, pool_metric_matrix, resolve_grid,
 )
 
 __all__ = [
@@ -313,7 +314,7 @@ def _joint_counts(tables, n_boot: int, rng) -> list:
 # ---------------------------------------------------------------------------------------------
 # EM on a batch of count vectors
 # ---------------------------------------------------------------------------------------------
-def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000):
+def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000, pi0=None):
     r"""EM for the (weighted) MLE of :math:`P(R)` on many count vectors at once.
 
     The update of Jin et al. (2021) Eq. 20-21 (Eq. 23 weighted),
@@ -325,7 +326,9 @@ def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000)
     :math:`P(r_j \mid R, n_j)` of one distinct (sampled-set size, sampled rank) pair, so per-user
     sample sizes (TORS Eq. 43 and Appendix H, Eq. 61-62) need nothing else. Each pass is two
     (B x N x J) matrix products, shared by the replicates still running (the one EM loop,
-    :func:`itemsampling.estimators.distribution._em`).
+    :func:`itemsampling.estimators.distribution._em`). ``pi0`` (length N, optional): the start of every
+    replicate instead of the uniform one (on a grid of cells the uniform :math:`P` over ranks, cell
+    masses :math:`|c|/N`, as the single grid fit starts).
 
     Returns ``(P, iterations, converged)``: P of shape (B, N), rows summing to 1.
     """
@@ -337,7 +340,14 @@ def batch_em(weights, kernel_columns, tol: float = 1e-6, max_iter: int = 10_000)
     if np.any(tot <= 0) or np.any(C < 0) or not np.all(np.isfinite(C)):
         raise ValueError("weights must be non-negative and finite with a positive total per row")
     B, N = C.shape[0], K.shape[0]
-    P, _, _, iters, converged = _em(C / tot, K, np.full((B, N), 1.0 / N), tol, max_iter)
+    if pi0 is None:
+        start = np.full((B, N), 1.0 / N)
+    else:
+        p0 = np.asarray(pi0, dtype=np.float64)
+        if p0.shape != (N,) or np.any(p0 < 0) or not np.isclose(p0.sum(), 1.0):
+            raise ValueError(f"pi0 must be a probability vector of length {N} (the kernel's rows)")
+        start = np.tile(p0, (B, 1))
+    P, _, _, iters, converged = _em(C / tot, K, start, tol, max_iter)
     if not np.all(converged):
         warnings.warn(f"EM did not reach relative log-likelihood change {tol:g} in {max_iter} iterations "
                       f"for {int(np.sum(~converged))} of {B} bootstrap replicates", ConvergenceWarning,
@@ -354,6 +364,15 @@ def _kernel_columns(N, pair_sizes, pair_ranks, replacement):
     if np.unique(pair_sizes).size == 1:
         return np.ascontiguousarray(cached_kernel(N, int(pair_sizes[0]), bool(replacement))[:, pair_ranks - 1])
     return kernel_columns(N, pair_sizes, pair_ranks, bool(replacement))
+
+
+def _grid_columns(grid, pair_sizes, pair_ranks, replacement):
+    """The grid-kernel columns of the distinct pairs, exactly as the single grid fit uses them
+    (``distribution._fit``): columns of the cached grid kernel for one size,
+    :func:`~.grid.grid_kernel_columns` for per-user sizes."""
+    if np.unique(pair_sizes).size == 1:
+        return np.ascontiguousarray(grid_kernel(grid, int(pair_sizes[0]), bool(replacement))[:, pair_ranks - 1])
+    return grid_kernel_columns(grid, pair_sizes, pair_ranks, bool(replacement))
 
 
 def _prior_key(base, dist_kw):
@@ -398,8 +417,10 @@ class _Replicator:
     def _pools(self, b):
         return None if self.pair_pools is None else np.repeat(self.pair_pools, self.C[b].astype(np.int64))
 
-    def prior_matrix(self, base, dist_kw, replacement):
-        key = _prior_key(base, dist_kw)
+    def prior_matrix(self, base, dist_kw, replacement, grid=None):
+        """The prior of ``base`` in every replicate: (B, N), or (B, cells) on a ``grid`` (plain MLE / WMLE
+        by EM only: :meth:`grid_em_metrics`)."""
+        key = _prior_key(base, dist_kw) + (() if grid is None else (grid.key(),))
         if key in self.priors:
             return self.priors[key]
         solver = dist_kw.get("solver", "em")
@@ -411,13 +432,17 @@ class _Replicator:
                 W = self.Cfit * w[self.fit_ranks - 1]
             tol = dist_kw.get("tol") if dist_kw.get("tol") is not None else 1e-6
             max_iter = dist_kw.get("max_iter") if dist_kw.get("max_iter") is not None else 10_000
-            K = _kernel_columns(self.N, self.fit_sizes, self.fit_ranks, replacement)
+            K = _kernel_columns(self.N, self.fit_sizes, self.fit_ranks, replacement) if grid is None else \
+                _grid_columns(grid, self.fit_sizes, self.fit_ranks, replacement)
+            pi0 = None if grid is None else grid.widths / self.N
             # each row is its own EM (stopped by its own rule): fixed blocks of rows, shared out to
             # the threads, give the same numbers whatever the number of threads
             chunks = [np.arange(i, min(i + _EM_BLOCK, W.shape[0])) for i in range(0, W.shape[0], _EM_BLOCK)]
-            parts = _thread_map(lambda rows: batch_em(W[rows], K, tol=tol, max_iter=max_iter)[0], chunks,
+            parts = _thread_map(lambda rows: batch_em(W[rows], K, tol=tol, max_iter=max_iter, pi0=pi0)[0], chunks,
                                 self.n_jobs)
             P = np.concatenate(parts, axis=0)
+        elif grid is not None:  # pragma: no cover - grid_em_metrics asks for the EM fits only
+            raise ValueError("the batched replicates on a grid are EM fits of MLE / WMLE")
         else:
             def fit(b):
                 return estimate_rank_distribution(self._ranks(b), self.N, self._sizes(b), base, **dist_kw)
@@ -456,6 +481,24 @@ class _Replicator:
                                {} if priors is None else {key: priors[b]}, self._pools(b))
         return out
 
+    def grid_em_metrics(self, base, dist, replacement, grid):
+        r"""Every replicate of plain MLE / WMLE (EM) on the cells of ``grid``: the cell masses of all
+        replicates by one batched EM on the grid kernel's columns of the observed pairs (from the
+        uniform :math:`P`, cell masses :math:`|c|/N`, as the single grid fit), the metric of each read off
+        its cell masses (:func:`~.grid.grid_metric`: :math:`\sum_c w_c\frac1{|c|}\sum_{R\in c}F(R)`).
+        The same fits as the estimator on each replicate (``each``) to rounding: one EM pass is the
+        same arithmetic on the observed columns (the unobserved ones carry no weight), and each
+        replicate stops by its own rule; instead of one fit per replicate."""
+        dist_kw = dict(dist)
+        if replacement is not True:
+            dist_kw["replacement"] = replacement
+        rd_kw = {k: v for k, v in dist_kw.items() if k != "replacement"}
+        P = self.prior_matrix(base, rd_kw, replacement, grid=grid)  # (B, cells)
+        widths = grid.widths.astype(np.float64)
+        F = np.stack([np.stack([_cell_metric_sums(grid, m, k) / widths for k in self.ks], axis=-1)
+                      for m in self.metrics], axis=1)  # (cells, n_metrics, n_ks)
+        return (P @ F.reshape(grid.n_cells, -1)).reshape(-1, len(self.metrics), len(self.ks))
+
     def replicates(self, method, params):
         N, metrics, ks = self.N, self.metrics, self.ks
         corr, dist = _split(params)
@@ -468,6 +511,8 @@ class _Replicator:
                 F[sel] = np.moveaxis(_metric_values(metrics, ks, int(size), self.pair_ranks[sel]), -1, 0)
             return self._linear(F)
         if method != "rank_estimate" and _grid_in_use(grid, N, self.sizes, ks):
+            if method in ("mle", "wmle") and dist.get("solver", "em") == "em" and self.pair_pools is None:
+                return self.grid_em_metrics(method, dist, replacement, resolve_grid(grid, N, self.sizes, ks))
             return self.each(method, params)  # catalogue scale (estimators.grid): the estimator itself
         _check_method(method, self.sizes)
         if method in CORRECTION_METHODS:
