@@ -130,14 +130,50 @@ def _zipf_log(n_users=300, n_items=400, seed=0):
     return _df(rows), n_items
 
 
+def _itemknn_before(X, q, k, k_prime):
+    """ItemKNN's fit as the package computed it before the sparse path (version 0.x, one dense N x N
+    computation): s'' (Eq. 27-29) and the denominators of Eq. 30, operation for operation."""
+    co = M.gram(X)
+    cnt = np.diag(co).copy()
+    norm = np.sqrt(np.maximum(cnt, 1e-300))
+    S = co / norm[:, None] / norm[None, :]
+    S[cnt == 0, :] = 0.0
+    S[:, cnt == 0] = 0.0
+    np.fill_diagonal(S, 0.0)
+    np.clip(S, 0.0, 1.0, out=S)
+    if q != 1.0:
+        S **= q
+    keep = None
+    if k is not None:
+        keep = M.ItemKNN._topk_mask(S, k, axis=0)
+    if k_prime is not None:
+        row_keep = M.ItemKNN._topk_mask(S, k_prime, axis=1)
+        keep = row_keep if keep is None else keep & row_keep
+    if keep is not None:
+        S = np.where(keep, S, 0.0)
+    row_norm = np.sqrt((S * S).sum(axis=1))
+    S2 = np.divide(S, row_norm[:, None], out=np.zeros_like(S), where=row_norm[:, None] > 0)
+    denom = S2.sum(axis=1)
+    return S2, np.where(denom > 0, denom, 1.0)
+
+
 @pytest.mark.parametrize("q, k, k_prime", [(1.0, 5, None), (3.0, None, 10), (1.0, 10, 10), (2.5, 7, 3),
-                                           (1.0, 3, 20), (1.0, 1000, None), (1.0, 1, 1), (0.5, 50, 2)])
+                                           (1.0, 3, 20), (1.0, 1000, None), (1.0, 1, 1), (0.5, 50, 2),
+                                           (3.0, None, None)])
 @pytest.mark.parametrize("block_bytes", [None, 1, 7 * 64 * 400])
 def test_sparse_itemknn_equals_the_dense_one(monkeypatch, q, k, k_prime, block_bytes):
-    """The sparse, blocked path keeps the dense path's entries of Eq. 28 (ties at the cut to the lower id:
-    the same positive entries) and its scores to 1e-12, in one block, in blocks of 1 row and of 7 rows."""
+    """The sparse, blocked path keeps the dense path's entries of Eq. 28 (ties at the cut to the lower id) with
+    the same values, and gives the same scores, bit for bit, in one block, in blocks of 1 row and of 7 rows; both
+    paths are bit for bit the fit before the sparse path existed (:func:`_itemknn_before`), so a model that now
+    takes the sparse path ranks every item as before (no tie is broken differently)."""
     df, N = _zipf_log()
     dense = M.ItemKNN(q=q, k=k, k_prime=k_prime, method="dense").fit(df, n_items=N)
+    S_before, denom_before = _itemknn_before(M.interaction_matrix(df, 300, N), q, k, k_prime)
+    assert np.array_equal(dense.similarity_, S_before) and np.array_equal(dense._denom, denom_before)
+    users = np.arange(300)
+    if k is None and k_prime is None:
+        assert not dense.sparse
+        return
     if block_bytes is not None:
         monkeypatch.setattr(M.ItemKNN, "BLOCK_BYTES", block_bytes)
     sparse = M.ItemKNN(q=q, k=k, k_prime=k_prime).fit(df, n_items=N)
@@ -148,11 +184,13 @@ def test_sparse_itemknn_equals_the_dense_one(monkeypatch, q, k, k_prime, block_b
     ties = any(np.sum(row == np.sort(row)[-c]) > 1 for row in S[:50] for c in (k, k_prime) if c and c < N)
     assert ties or (k or 0) >= N
     assert np.array_equal(np.argwhere(S > 0), np.argwhere(sparse.similarity_.toarray() > 0))
-    assert np.abs(sparse.similarity_.toarray() - S).max() <= 1e-12
-    users = np.arange(300)
-    assert np.abs(sparse.score(users) - dense.score(users)).max() <= 1e-12
+    assert np.array_equal(sparse.similarity_.toarray(), S)
+    assert np.array_equal(sparse._denom, dense._denom)
+    assert np.array_equal(sparse.score(users), dense.score(users))
+    # score_items of the dense path sums each user's items in another order (np.sum over the history)
     items = np.random.default_rng(1).integers(0, N, size=(300, 17))
     assert np.abs(sparse.score_items(users, items) - dense.score_items(users, items)).max() <= 1e-12
+    assert np.array_equal(sparse.score_items(users, items), np.take_along_axis(sparse.score(users), items, axis=1))
     assert dense.score(users).max() > 0
 
 
@@ -181,7 +219,7 @@ def test_sparse_itemknn_block_follows_a_small_budget(monkeypatch):
     m = M.ItemKNN(k=5)
     assert m.block_rows(400) == 1_000_000 // (64 * 400)
     assert m.item_matrix_bytes(400) == 64 * 400 * 39 + 48 * 400 * 5 <= 4_000_000
-    assert np.abs(m.fit(df, n_items=N).score(np.arange(300)) - ref.score(np.arange(300))).max() <= 1e-12
+    assert np.array_equal(m.fit(df, n_items=N).score(np.arange(300)), ref.score(np.arange(300)))
     with pytest.raises(ValueError, match=r"^ItemKNN on 400 items \(4 dense N x N matrices\) needs 4\.9 MiB"):
         M.ItemKNN(k=5, method="dense").fit(df, n_items=N)
 

@@ -220,11 +220,14 @@ class ItemKNN(Recommender):
     (:math:`32 N^2` bytes); ``"sparse"`` computes it in blocks of rows (:meth:`block_rows`, at most
     :data:`BLOCK_BYTES` at once) and keeps only the entries Eq. 28 can keep, the :math:`k` and
     :math:`k'` largest of each row, so its memory is :math:`O(N (k + k'))` (the time stays
-    :math:`O(N^2)`: every pair is scored once). :math:`s` is symmetric (bit for bit: the
-    denominator is :math:`\sqrt{|U_i|\,|U_j|}`), so :math:`i \in N_k(j)` is read off row :math:`j`.
+    :math:`O(N^2)`: every pair is scored once); :math:`i \in N_k(j)` is read off row :math:`j` of
+    :math:`s^\top`, computed in the same block from the same (symmetric) counts.
     ``"auto"`` (default) is ``"sparse"`` when ``k`` or ``k_prime`` is set and ``"dense"`` without
     a neighbourhood (every :math:`s_{ij}` is kept, so the similarity is dense by definition).
-    Both give the same scores up to the order of floating-point sums (about 1e-15).
+    Both paths give the same :math:`s''` and scores bit for bit (each value by the same
+    floating-point operations in the same order; the row sums of Eq. 29-30 over dense rows), so
+    ties that rounding makes or breaks (an item whose whole neighbourhood the user has consumed
+    scores 1 up to rounding) fall the same way and the ranks do not depend on the path.
     """
 
     _dense_item_matrices = 4
@@ -234,7 +237,8 @@ class ItemKNN(Recommender):
     #: at most a quarter of :func:`~itemsampling._validation.memory_limit`).
     BLOCK_BYTES = 128 * 2**20
     #: Bytes per cell of a block of rows of the sparse path: the co-occurrence counts (sparse product
-    #: and dense copy), :math:`s` and the top-k selection's temporaries (measured peak about 50).
+    #: and dense copy), a copy for the second cut, :math:`s` and the top-k selection's temporaries
+    #: (measured peak about 41 with both cuts, tracemalloc, N = 3,000).
     _BLOCK_CELL_BYTES = 64
     #: Bytes per kept entry of the sparse path: its triplets, the CSR matrix, its transpose and product.
     _KEPT_BYTES = 48
@@ -296,14 +300,20 @@ class ItemKNN(Recommender):
         mask = above | (tied & (np.cumsum(tied, axis=1) <= room))
         return mask if axis == 1 else mask.T
 
-    def _similarity(self, co: np.ndarray, cnt: np.ndarray, start: int) -> np.ndarray:
+    def _similarity(self, co: np.ndarray, cnt: np.ndarray, norm: np.ndarray, start: int,
+                    transpose: bool = False) -> np.ndarray:
         """Eq. 27 for rows ``start .. start + len(co) - 1`` of the co-occurrence counts ``co``
-        (float64, overwritten): :math:`(c_{ij}/\\sqrt{|U_i|\\,|U_j|})^q`, 0 on the diagonal and for
-        items without a training user (their counts are 0)."""
+        (float64, overwritten): :math:`s_{ij} = ((c_{ij}/\\sqrt{|U_i|})/\\sqrt{|U_j|})^q` (``norm``:
+        :math:`\\sqrt{|U_i|}`), 0 on the diagonal and for items without a training user. With
+        ``transpose`` the rows are those of :math:`s^\\top` (row :math:`j` holds :math:`s_{ij}` over
+        :math:`i`: the counts are symmetric, the two divisions are taken in :math:`s_{ij}`'s order), so
+        every value is the one the dense path computes for the same pair, bit for bit."""
         b = co.shape[0]
-        den = np.sqrt(cnt[start:start + b, None] * cnt[None, :])
-        np.divide(co, den, out=co, where=den > 0)
-        del den
+        rows, cols = norm[start:start + b, None], norm[None, :]
+        for d in ((cols, rows) if transpose else (rows, cols)):
+            co /= d
+        co[cnt[start:start + b] == 0, :] = 0.0
+        co[:, cnt == 0] = 0.0
         co[np.arange(b), np.arange(start, start + b)] = 0.0
         np.clip(co, 0.0, 1.0, out=co)
         if self.q != 1.0:
@@ -311,16 +321,13 @@ class ItemKNN(Recommender):
         return co
 
     def _fit(self, X):
-        cnt = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()  # |U_i|
-        S = self._fit_sparse(X, cnt) if self.sparse else self._fit_dense(X, cnt)
-        if sp.issparse(S):
-            row_norm = np.sqrt(np.asarray(S.multiply(S).sum(axis=1)).ravel())
-            inv = np.divide(1.0, row_norm, out=np.zeros_like(row_norm), where=row_norm > 0)
-            S2 = sp.diags(inv) @ S  # Eq. 29
-            S2 = S2.tocsr()
-            denom = np.asarray(S2.sum(axis=1)).ravel()
+        cnt = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()  # |U_i|, the diagonal of X^T X
+        norm = np.sqrt(np.maximum(cnt, 1e-300))
+        if self.sparse:
+            S2, denom = self._fit_sparse(X, cnt, norm)
             self._S_T = S2.T.tocsr()
         else:
+            S = self._fit_dense(X, cnt, norm)
             row_norm = np.sqrt((S * S).sum(axis=1))
             S2 = np.divide(S, row_norm[:, None], out=np.zeros_like(S), where=row_norm[:, None] > 0)  # Eq. 29
             denom = S2.sum(axis=1)
@@ -330,8 +337,8 @@ class ItemKNN(Recommender):
         self.similarity_ = S2
         self._denom = np.where(denom > 0, denom, 1.0)
 
-    def _fit_dense(self, X, cnt):
-        S = self._similarity(gram(X), cnt, 0)  # gram: |U_i ∩ U_j|
+    def _fit_dense(self, X, cnt, norm):
+        S = self._similarity(gram(X), cnt, norm, 0)  # gram: |U_i ∩ U_j|
         # Eq. 28: s'_{ij} keeps j if i in N_k(j) (column neighbourhood of j) and j in N_k'(i)
         # Both masks are computed from the same (unmasked) s, as Eq. 28 writes them.
         keep = None
@@ -344,37 +351,53 @@ class ItemKNN(Recommender):
             S = np.where(keep, S, 0.0)
         return S
 
-    def _fit_sparse(self, X, cnt):
-        """The sparse path: for each block of rows, :math:`s` (:meth:`_similarity`) and the positive
-        entries among the ``k`` (and ``k_prime``) largest of each row (:meth:`_topk_mask`, the dense
-        path's own selection); then Eq. 28's :math:`s'` as a CSR matrix."""
+    def _fit_sparse(self, X, cnt, norm):
+        """The sparse path: for each block of rows, the rows of :math:`s^\\top` for the column cut
+        :math:`i \\in N_k(j)` (row :math:`j` of :math:`s^\\top` is column :math:`j` of :math:`s`) and
+        those of :math:`s` for the row cut :math:`j \\in N_{k'}(i)` (:meth:`_similarity`), and the
+        positive entries among the ``k`` (``k_prime``) largest of each row (:meth:`_topk_mask`, the
+        dense path's own selection); then Eq. 28's :math:`s'` as a CSR matrix and, a block of its rows
+        at a time written out densely, Eq. 29's row norms and Eq. 30's denominators summed over the
+        dense rows as the dense path sums them. Returns :math:`s''` (CSR) and the denominators: both
+        equal to the dense path's bit for bit."""
         N = self.n_items_
         XT = X.T.tocsr()  # items x users
-        cuts = sorted({c for c in (self.k, self.k_prime) if c is not None})
-        kept = {c: ([], [], []) for c in cuts}
+        kept = {side: ([], [], []) for side, c in (("cols", self.k), ("rows", self.k_prime)) if c is not None}
         B = self.block_rows(N)
         for s in range(0, N, B):
             e = min(N, s + B)
-            S = self._similarity((XT[s:e] @ X).toarray().astype(np.float64, copy=False), cnt, s)
-            for c in cuts:
+            co = (XT[s:e] @ X).toarray().astype(np.float64, copy=False)
+            for side, c, transpose in (("cols", self.k, True), ("rows", self.k_prime, False)):
+                if c is None:
+                    continue
+                last = side == "rows" or self.k_prime is None
+                S = self._similarity(co if last else co.copy(), cnt, norm, s, transpose)
                 r, j = np.nonzero(self._topk_mask(S, c, axis=1) & (S > 0))
-                kept[c][0].append(r + s)
-                kept[c][1].append(j)
-                kept[c][2].append(S[r, j])
-            del S
+                kept[side][0].append(r + s)
+                kept[side][1].append(j)
+                kept[side][2].append(S[r, j])
+                del S
+            del co
 
-        def top(c):  # row i holds s_ij for j in N_c(i)
-            r, j, v = (np.concatenate(a) for a in kept.pop(c))
+        def top(side):  # row r holds the kept entries of row r of s (rows) or of s^T (cols)
+            r, j, v = (np.concatenate(a) for a in kept.pop(side))
             return sp.csr_matrix((v, (r, j)), shape=(N, N))
 
-        # Eq. 28: delta(i in N_k(j)) is row j's cut, read as the transpose (s is symmetric)
-        cols = None if self.k is None else top(self.k).T.tocsr()
-        if self.k_prime is None:
-            return cols
-        rows = top(self.k_prime) if self.k_prime != self.k else cols.T.tocsr()
-        if cols is None:
-            return rows
-        return cols.multiply(rows > 0).tocsr()
+        cols = top("cols").T.tocsr() if "cols" in kept else None  # s_ij for i in N_k(j)
+        rows = top("rows") if "rows" in kept else None  # s_ij for j in N_k'(i)
+        Sp = rows if cols is None else cols if rows is None else cols.multiply(rows > 0).tocsr()
+        Sp.sort_indices()
+        row_norm, denom = np.zeros(N), np.zeros(N)
+        for s in range(0, N, B):
+            D = Sp[s:s + B].toarray()
+            rn = np.sqrt((D * D).sum(axis=1))
+            denom[s:s + B] = np.divide(D, rn[:, None], out=np.zeros_like(D), where=rn[:, None] > 0).sum(axis=1)
+            row_norm[s:s + B] = rn
+            del D
+        rn = np.repeat(row_norm, np.diff(Sp.indptr))
+        S2 = sp.csr_matrix((np.divide(Sp.data, rn, out=np.zeros_like(Sp.data), where=rn > 0), Sp.indices, Sp.indptr),
+                           shape=(N, N))  # Eq. 29
+        return S2, denom
 
     def _score(self, users):
         if self._S_T is not None:
