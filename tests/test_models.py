@@ -130,6 +130,36 @@ def _zipf_log(n_users=300, n_items=400, seed=0):
     return _df(rows), n_items
 
 
+def _topk_mask_before(S, k, axis):
+    """ItemKNN's top-k mask as the package computed it before (one partition, a running count of ties in
+    every row): the k largest entries of each row (axis=1) or column (axis=0), ties to the lower id."""
+    A = S if axis == 1 else S.T
+    n = A.shape[1]
+    if k >= n:
+        return np.ones_like(S, dtype=bool)
+    kth = -np.partition(-A, k - 1, axis=1)[:, k - 1:k]
+    above = A > kth
+    tied = A == kth
+    room = k - above.sum(axis=1, keepdims=True)
+    mask = above | (tied & (np.cumsum(tied, axis=1) <= room))
+    return mask if axis == 1 else mask.T
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, 39, 40, 60])
+def test_topk_mask_equals_the_previous_one(k):
+    """The mask (ties at the cut in many rows, rows of zeros) equals the previous implementation's; with positive,
+    its positive entries."""
+    g = np.random.default_rng(k)
+    S = g.integers(0, 4, size=(30, 40)).astype(float) / 3  # many ties at every cut
+    S[:5] = 0.0
+    S[5:8, 10:] = 0.0  # rows with fewer than k positive entries
+    for axis in (0, 1):
+        before = _topk_mask_before(S, k, axis)
+        assert np.array_equal(M.ItemKNN._topk_mask(S, k, axis), before)
+        assert np.array_equal(M.ItemKNN._topk_mask(S, k, axis, positive=True), before & (S > 0))
+        assert (before.sum(axis=axis) == min(k, S.shape[axis])).all()
+
+
 def _itemknn_before(X, q, k, k_prime):
     """ItemKNN's fit as the package computed it before the sparse path (version 0.x, one dense N x N
     computation): s'' (Eq. 27-29) and the denominators of Eq. 30, operation for operation."""
@@ -145,9 +175,9 @@ def _itemknn_before(X, q, k, k_prime):
         S **= q
     keep = None
     if k is not None:
-        keep = M.ItemKNN._topk_mask(S, k, axis=0)
+        keep = _topk_mask_before(S, k, axis=0)
     if k_prime is not None:
-        row_keep = M.ItemKNN._topk_mask(S, k_prime, axis=1)
+        row_keep = _topk_mask_before(S, k_prime, axis=1)
         keep = row_keep if keep is None else keep & row_keep
     if keep is not None:
         S = np.where(keep, S, 0.0)

@@ -286,18 +286,33 @@ class ItemKNN(Recommender):
         return "a sparse top-k similarity and one block of its rows"
 
     @staticmethod
-    def _topk_mask(S: np.ndarray, k: int, axis: int) -> np.ndarray:
+    def _topk_mask(S: np.ndarray, k: int, axis: int, positive: bool = False) -> np.ndarray:
         """Boolean mask of the k largest entries of each row (axis=1) or column (axis=0); ties at
-        the cut go to the lower item id."""
+        the cut go to the lower item id. With ``positive`` (for :math:`S \\ge 0`), only the positive
+        ones among them: a 0 at the cut is not an entry of :math:`s'`, so its row needs no tie rule.
+        One partition per row; the running count of ties only in the rows where they cross the cut."""
         A = S if axis == 1 else S.T
         n = A.shape[1]
         if k >= n:
-            return np.ones_like(S, dtype=bool)
-        kth = -np.partition(-A, k - 1, axis=1)[:, k - 1:k]  # k-th largest value of each row
+            return (S > 0) if positive else np.ones_like(S, dtype=bool)
+        # the k-th largest value of each row, as minus the k-th smallest of -A (numpy's partition is
+        # several times slower on rows with many equal values, such as the zeros of s, at the top)
+        neg = np.negative(A, order="C")
+        neg.partition(k - 1, axis=1)
+        kth = -neg[:, k - 1:k]
+        del neg
         above = A > kth
         tied = A == kth
-        room = k - above.sum(axis=1, keepdims=True)
-        mask = above | (tied & (np.cumsum(tied, axis=1) <= room))
+        if positive:
+            tied &= kth > 0
+        room = k - above.sum(axis=1)
+        over = np.flatnonzero(tied.sum(axis=1) > room)
+        t = tied[over]
+        cut = above[over] | (t & (np.cumsum(t, axis=1) <= room[over, None]))
+        mask = np.logical_or(above, tied, out=above)
+        mask[over] = cut
+        if positive and np.any(kth < 0):
+            mask &= A > 0
         return mask if axis == 1 else mask.T
 
     def _similarity(self, co: np.ndarray, cnt: np.ndarray, norm: np.ndarray, start: int,
@@ -343,9 +358,9 @@ class ItemKNN(Recommender):
         # Both masks are computed from the same (unmasked) s, as Eq. 28 writes them.
         keep = None
         if self.k is not None:
-            keep = self._topk_mask(S, self.k, axis=0)
+            keep = self._topk_mask(S, self.k, axis=0, positive=True)
         if self.k_prime is not None:
-            row_keep = self._topk_mask(S, self.k_prime, axis=1)
+            row_keep = self._topk_mask(S, self.k_prime, axis=1, positive=True)
             keep = row_keep if keep is None else keep & row_keep
         if keep is not None:
             S = np.where(keep, S, 0.0)
@@ -372,7 +387,7 @@ class ItemKNN(Recommender):
                     continue
                 last = side == "rows" or self.k_prime is None
                 S = self._similarity(co if last else co.copy(), cnt, norm, s, transpose)
-                r, j = np.nonzero(self._topk_mask(S, c, axis=1) & (S > 0))
+                r, j = np.nonzero(self._topk_mask(S, c, axis=1, positive=True))
                 kept[side][0].append(r + s)
                 kept[side][1].append(j)
                 kept[side][2].append(S[r, j])
