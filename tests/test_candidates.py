@@ -13,7 +13,8 @@ from itemsampling.candidates import (CandidateSets, decoy_experiment, draw_candi
                                      split_holdout, target_ranks, truth_decoy_pools,
                                      truth_experiment)
 from itemsampling.data import SimulationConfig, simulate
-from itemsampling.metrics import evaluate
+from itemsampling import models as M
+from itemsampling.metrics import evaluate, topk_metric_values
 from itemsampling.models import BPR, EASE, Popular, Random
 from itemsampling.ranking import global_ranks
 
@@ -669,3 +670,96 @@ def test_truth_repeats_rule():
     assert truth_repeats_rule(9000, five, repeats=30) == 20 and truth_repeats_rule(9000, "ease") == 61
     with pytest.raises(ValueError, match="model"):
         truth_repeats_rule(9000, ["nope"])
+
+
+def _per_user_before(model, split, csets, rels, k, metrics, gen, batch_size):
+    """Per-user values of the candidate-set evaluation as the package computed them before (version 0.x):
+    each batch gathers the candidates' scores by fancy indexing, counts the relevant candidates per model and
+    partitions a copy of the jittered keys. Returns ``{(label, relevance, metric): array}``."""
+    n_u = split.users.size
+    dense = {r: mat[split.users].toarray() > 0 for r, mat in rels.items()}
+
+    def top_lists(S, allowed, tie):
+        b = S.shape[0]
+        kk = min(k, S.shape[1])
+        scale = np.max(np.abs(np.where(allowed, S, 0.0)), axis=1, keepdims=True)
+        delta = np.where(scale > 0, 1e-7 * scale, 1.0)
+        key = np.where(allowed, S + delta * tie, -np.inf)
+        q = np.partition(key, S.shape[1] - kk, axis=1)[:, S.shape[1] - kk][:, None]
+        rows, cols = np.nonzero(allowed & (S >= q - 2 * delta))
+        o = np.lexsort((tie[rows, cols], -S[rows, cols], rows))
+        rows, cols = rows[o], cols[o]
+        pos = np.arange(rows.size) - np.searchsorted(rows, np.arange(b))[rows]
+        out = np.full((b, k), -1, dtype=np.int64)
+        out[rows[pos < kk], pos[pos < kk]] = cols[pos < kk]
+        return out
+
+    cands = {}
+    for c in csets:
+        if c.strategy == "full":
+            cands[c.label] = c.mask(split)
+        else:
+            T = split.test_matrix[c.users]
+            t = int(np.diff(T.indptr).max())
+            ids = np.full((n_u, t + c.n_decoys), -1)
+            for b in range(n_u):
+                h = T.indices[T.indptr[b]:T.indptr[b + 1]]
+                ids[b, :h.size] = h
+            ids[:, t:] = c.decoys
+            cands[c.label] = ids
+    per = {(c.label, r, m): np.full(n_u, np.nan) for c in csets for r in dense for m in metrics}
+    for s in range(0, n_u, batch_size):
+        rows = slice(s, s + batch_size)
+        S = model.score(split.users[rows])
+        tie = gen.random(S.shape)
+        bidx = np.arange(S.shape[0])[:, None]
+        for c in csets:
+            cand = cands[c.label][rows]
+            if c.strategy == "full":
+                allowed = cand
+                L = top_lists(S, allowed, tie)
+            else:
+                allowed = cand >= 0
+                cz = np.where(allowed, cand, 0)
+                pos = top_lists(S[bidx, cz], allowed, tie[bidx, cz])
+                L = np.where(pos >= 0, cz[bidx, np.maximum(pos, 0)], -1)
+            valid = L >= 0
+            Lz = np.where(valid, L, 0)
+            for r, rel in dense.items():
+                relb = rel[rows]
+                n_rel = (relb & allowed).sum(axis=1) if c.strategy == "full" else (relb[bidx, cz] & allowed).sum(axis=1)
+                ok = n_rel > 0
+                hits = (relb[bidx, Lz] & valid)[ok]
+                for m in metrics:
+                    v = per[(c.label, r, m)][rows]
+                    v[ok] = topk_metric_values(hits, n_rel[ok], m)
+    return per
+
+
+@pytest.mark.parametrize("model_name", ["random", "popular", "itemknn", "oracle"])
+def test_evaluation_equals_the_previous_implementation(sim_split, model_name):
+    """The evaluation of chapter 10's simulations (candidate ids, masks and relevant counts prepared once, scores
+    gathered from the flat array, keys partitioned in place) gives the previous implementation's per-user values
+    bit for bit: full, uniform and popularity-weighted sets, two relevances, batches of 64 users (the last one
+    short), ties (Popular, Oracle) and item-kNN's scores."""
+    from itemsampling.candidates import make_recommender
+
+    sim, split = sim_split
+    model = make_recommender(model_name, truth=sim.truth, rng=0).fit(split.train, n_items=split.n_items,
+                                                                     n_users=split.n_users)
+    csets = [draw_candidates(split, "full"), draw_candidates(split, "uniform", 40, rng=1),
+             draw_candidates(split, "popularity", 40, rng=2)]
+    rels = {"obs": split.test_matrix, "truth": sim.truth}
+    metrics = ("ndcg", "rr", "precision", "recall")
+    res = evaluate_candidates(model, split, csets, k=10, metrics=metrics, relevance=rels, rng=np.random.default_rng(7),
+                              batch_size=64, per_user=True)
+    truth = M.interaction_matrix(sim.truth, int(sim.truth['user'].max()) + 1, split.n_items)[:split.n_users]
+    # a second model from the same seed: Random draws its scores at every call
+    model = make_recommender(model_name, truth=sim.truth, rng=0).fit(split.train, n_items=split.n_items,
+                                                                     n_users=split.n_users)
+    before = _per_user_before(model, split, csets, {"obs": split.test_matrix, "truth": truth - truth.multiply(
+        split.train_matrix)}, 10, metrics, np.random.default_rng(7), 64)
+    assert split.users.size % 64 and before.keys() == res.attrs["per_user"].keys()
+    for key, v in before.items():
+        np.testing.assert_array_equal(res.attrs["per_user"][key], v, err_msg=str(key))
+    assert np.isfinite(before[("full", "truth", "ndcg")]).sum() > 100
