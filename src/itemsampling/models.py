@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import as_rng, check_bool, check_int, check_memory, check_real
+from ._validation import as_rng, check_bool, check_int, check_memory, check_real, memory_limit
 from .data import n_items_of, n_users_of
 
 __all__ = ["Recommender", "Random", "Popular", "ItemKNN", "UserKNN", "EASE", "ALS", "BPR", "Oracle",
@@ -268,8 +268,6 @@ class ItemKNN(Recommender):
     def block_rows(self, n_items: int) -> int:
         """Rows of :math:`s` the sparse path computes at once on ``n_items`` items: as many as
         ``min(BLOCK_BYTES, memory_limit() / 4)`` holds at ``_BLOCK_CELL_BYTES`` a cell, at least 1."""
-        from ._validation import memory_limit
-
         per_row = self._BLOCK_CELL_BYTES * float(n_items)
         return int(max(1, min(n_items, min(self.BLOCK_BYTES, memory_limit() // 4) // per_row)))
 
