@@ -13,7 +13,8 @@ from itemsampling.candidates import (CandidateSets, decoy_experiment, draw_candi
                                      split_holdout, target_ranks, truth_decoy_pools,
                                      truth_experiment)
 from itemsampling.data import SimulationConfig, simulate
-from itemsampling.metrics import evaluate
+from itemsampling import models as M
+from itemsampling.metrics import evaluate, topk_metric_values
 from itemsampling.models import BPR, EASE, Popular, Random
 from itemsampling.ranking import global_ranks
 
@@ -535,28 +536,48 @@ def test_weighted_coverage_bad_input_names_the_argument(change, match):
 
 
 def test_replace_models_follows_the_memory_budget(monkeypatch):
-    from itemsampling.candidates import dense_matrix_bytes, replace_models
+    """The rule compares each model's item-item state (the request its fit checks) with the budget: EASE's one
+    N x N matrix and a block of its columns, the dense ItemKNN's four matrices (chapter 9's Y, no neighbourhood),
+    the chapters' ItemKNN (k = 50) a sparse top-k similarity and one block of rows, which shrinks with the budget."""
+    from itemsampling.candidates import dense_matrix_bytes, item_matrix_bytes, replace_models
     from itemsampling.experiments import MODEL_SPECS
+    from itemsampling.models import EASE, ItemKNN
 
-    # ItemKNN keeps four dense N x N float64 matrices, EASE three, the others none
-    assert dense_matrix_bytes("itemknn", 1000) == 32e6 and dense_matrix_bytes("ease", 1000) == 24e6
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(2**34))
+    # EASE keeps one dense N x N float64 matrix, ItemKNN without a neighbourhood four, with one none
+    assert dense_matrix_bytes("ease", 1000) == 8e6 and dense_matrix_bytes("itemknn", 1000) == 0
+    assert dense_matrix_bytes("Y", 1000, MODEL_SPECS) == 32e6  # chapter 9's names: Y is an ItemKNN without a cut
     assert dense_matrix_bytes("als", 1000) == 0 == dense_matrix_bytes("userknn", 1000)
-    assert dense_matrix_bytes("Y", 1000, MODEL_SPECS) == 32e6  # chapter 9's names: Y is an ItemKNN
+    ease = 8e6 + 24 * 1000 * 63  # and 63 = ceil(1000 / 16) columns of the Gram matrix at 24 bytes a cell
+    assert item_matrix_bytes("ease", 1000) == ease == EASE().item_matrix_bytes(1000)
+    assert item_matrix_bytes("Y", 1000, MODEL_SPECS) == 32e6
+    assert item_matrix_bytes("itemknn", 1000) == 64 * 1000 * 1000 + 48 * 1000 * 50  # all 1,000 rows in one block
+    assert item_matrix_bytes("als", 1000) == 0 == item_matrix_bytes("userknn", 1000) == item_matrix_bytes("oracle", 9)
     monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(30_000_000))
-    assert replace_models(["ease", "als", "itemknn"], 1000) == (["ease", "als", "userknn"], {"itemknn": "userknn"})
-    # the budget is inclusive: 24 MB fits 24 MB
-    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(24_000_000))
+    assert item_matrix_bytes("itemknn", 1000) == 64 * 1000 * 117 + 48 * 1000 * 50  # 7.5 MB of block: 117 rows
+    assert replace_models(["ease", "als", "Y"], 1000, MODEL_SPECS) == (["ease", "als", "userknn"], {"Y": "userknn"})
+    assert replace_models(["ease", "als", "itemknn"], 1000) == (["ease", "als", "itemknn"], {})
+    # the budget is inclusive: EASE's request fits a budget of its own size
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(int(ease)))
     assert replace_models(["ease"], 1000) == (["ease"], {})
-    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(20_000_000))
-    # UserKNN once: a second model beyond the budget, or one beside UserKNN, is left out
-    assert replace_models(["ease", "popular", "itemknn"], 1000) == (["userknn", "popular"],
-                                                                    {"ease": "userknn", "itemknn": None})
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(int(ease) - 1))
+    assert replace_models(["ease"], 1000) == (["userknn"], {"ease": "userknn"})
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(9_000_000))
+    # UserKNN once: a second model beyond the budget, or one beside UserKNN, is left out; the sparse ItemKNN fits
+    assert replace_models(["ease", "popular", "Y", "itemknn"], 1000, MODEL_SPECS) == (
+        ["userknn", "popular", "itemknn"], {"ease": "userknn", "Y": None})
     assert replace_models(["userknn", "ease"], 1000, MODEL_SPECS) == (["userknn"], {"ease": None})
     assert replace_models(["als", "popular"], 10**6) == (["als", "popular"], {})
+    # the sparse ItemKNN too is replaced where even its smallest block and its kept entries exceed the budget
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(2_000_000))
+    assert ItemKNN(k=50).item_matrix_bytes(1000) == 64 * 1000 * 7 + 48 * 1000 * 50 > 2_000_000
+    assert replace_models(["itemknn", "popular"], 1000) == (["userknn", "popular"], {"itemknn": "userknn"})
     with pytest.raises(ValueError, match="^model must be one of"):
         replace_models(["nope"], 1000)
-    with pytest.raises(ValueError, match="^substitute must be a model without dense item-item matrices"):
+    with pytest.raises(ValueError, match="^substitute must be a model without an item-item matrix"):
         replace_models(["als"], 1000, substitute="ease")
+    with pytest.raises(ValueError, match="^substitute must be a model without an item-item matrix"):
+        replace_models(["als"], 1000, substitute="itemknn")
     with pytest.raises(ValueError, match="^n_items must be"):
         replace_models(["als"], 0)
 
@@ -600,23 +621,36 @@ def test_truth_decoy_pools_are_the_largest_sizes_truth_experiment_accepts():
         truth_decoy_pools(cfg, n_repeats=0)
 
 
-def test_replace_models_above_max_items_and_its_sentence():
-    """Models with dense item-item matrices are replaced above max_items (or beyond the memory budget); the
-    others are kept whatever N; the sentence names the bytes and the reason."""
+def test_replace_models_above_max_items_and_its_sentence(monkeypatch):
+    """Models with a dense item-item matrix (EASE, ItemKNN without a neighbourhood) are replaced above max_items (or
+    beyond the memory budget); the others, the sparse ItemKNN among them, are kept whatever N; the sentence names the
+    bytes, what they hold and the reason."""
     from itemsampling.candidates import replace_models, replacement_text
+    from itemsampling.experiments import MODEL_SPECS
 
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(2**34))
     models = ["ease", "als", "itemknn", "popular"]
     assert replace_models(models, 1000, max_items=1000) == (models, {})
     kept, swaps = replace_models(models, 1001, max_items=1000)
-    assert kept == ["userknn", "als", "popular"] and swaps == {"ease": "userknn", "itemknn": None}
+    assert kept == ["userknn", "als", "itemknn", "popular"] and swaps == {"ease": "userknn"}
     assert replace_models(models, 1001) == (models, {})  # no max_items: only the memory budget counts
+    assert replace_models(models, 10**6, max_items=1000) == (["userknn", "als", "itemknn", "popular"], swaps)
     text = replacement_text(swaps, 1001, max_items=1000)
-    assert text.startswith("At this catalogue size (*N* = 1,001) ease needs 24 MB of dense *N* × *N* matrices, and "
-                           "*N* is above the 1,000 items (`dense_max_items`) up to which the chapters fit a model "
-                           "with dense item-item matrices (one such matrix is 8 MB there, and EASE inverts one), and "
-                           "is replaced by "
-                           "userknn; itemknn needs 32 MB")
+    assert text == ("At this catalogue size (*N* = 1,001) ease needs 10 MB for one dense *N* × *N* matrix and a block "
+                    "of its columns, and *N* is above the 1,000 items (`dense_max_items`) up to which the chapters fit "
+                    "a model with a dense item-item matrix (one such matrix is 8 MB there, and EASE factorises and "
+                    "inverts it, in a time that grows as *N*³), and is replaced by userknn (the rule of chapter 8's "
+                    "TORS-shaped catalogues).")
+    kept, swaps = replace_models(["ease", "Y", "Z", "als"], 1001, MODEL_SPECS, max_items=1000)
+    assert kept == ["userknn", "Z", "als"] and swaps == {"ease": "userknn", "Y": None}  # Z: ItemKNN with k' = 10
+    text = replacement_text(swaps, 1001, MODEL_SPECS, max_items=1000)
+    assert "replaced by userknn; Y needs 32 MB for 4 dense *N* × *N* matrices, and *N* is above the 1,000" in text
     assert text.endswith("and is left out (the rule of chapter 8's TORS-shaped catalogues).")
+    monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(2_000_000))
+    text = replacement_text({"itemknn": "userknn"}, 1000, max_items=1000)
+    assert text == ("At this catalogue size (*N* = 1,000) itemknn needs 3 MB for a sparse top-*k* similarity and a "
+                    "block of its rows, more than the memory budget of 2 MB, and is replaced by userknn (the rule of "
+                    "chapter 8's TORS-shaped catalogues).")
     assert replacement_text({}, 1001, max_items=1000) == ""
     with pytest.raises(ValueError, match="max_items"):
         replace_models(models, 10, max_items=0)
@@ -636,3 +670,96 @@ def test_truth_repeats_rule():
     assert truth_repeats_rule(9000, five, repeats=30) == 20 and truth_repeats_rule(9000, "ease") == 61
     with pytest.raises(ValueError, match="model"):
         truth_repeats_rule(9000, ["nope"])
+
+
+def _per_user_before(model, split, csets, rels, k, metrics, gen, batch_size):
+    """Per-user values of the candidate-set evaluation as the package computed them before (version 0.x):
+    each batch gathers the candidates' scores by fancy indexing, counts the relevant candidates per model and
+    partitions a copy of the jittered keys. Returns ``{(label, relevance, metric): array}``."""
+    n_u = split.users.size
+    dense = {r: mat[split.users].toarray() > 0 for r, mat in rels.items()}
+
+    def top_lists(S, allowed, tie):
+        b = S.shape[0]
+        kk = min(k, S.shape[1])
+        scale = np.max(np.abs(np.where(allowed, S, 0.0)), axis=1, keepdims=True)
+        delta = np.where(scale > 0, 1e-7 * scale, 1.0)
+        key = np.where(allowed, S + delta * tie, -np.inf)
+        q = np.partition(key, S.shape[1] - kk, axis=1)[:, S.shape[1] - kk][:, None]
+        rows, cols = np.nonzero(allowed & (S >= q - 2 * delta))
+        o = np.lexsort((tie[rows, cols], -S[rows, cols], rows))
+        rows, cols = rows[o], cols[o]
+        pos = np.arange(rows.size) - np.searchsorted(rows, np.arange(b))[rows]
+        out = np.full((b, k), -1, dtype=np.int64)
+        out[rows[pos < kk], pos[pos < kk]] = cols[pos < kk]
+        return out
+
+    cands = {}
+    for c in csets:
+        if c.strategy == "full":
+            cands[c.label] = c.mask(split)
+        else:
+            T = split.test_matrix[c.users]
+            t = int(np.diff(T.indptr).max())
+            ids = np.full((n_u, t + c.n_decoys), -1)
+            for b in range(n_u):
+                h = T.indices[T.indptr[b]:T.indptr[b + 1]]
+                ids[b, :h.size] = h
+            ids[:, t:] = c.decoys
+            cands[c.label] = ids
+    per = {(c.label, r, m): np.full(n_u, np.nan) for c in csets for r in dense for m in metrics}
+    for s in range(0, n_u, batch_size):
+        rows = slice(s, s + batch_size)
+        S = model.score(split.users[rows])
+        tie = gen.random(S.shape)
+        bidx = np.arange(S.shape[0])[:, None]
+        for c in csets:
+            cand = cands[c.label][rows]
+            if c.strategy == "full":
+                allowed = cand
+                L = top_lists(S, allowed, tie)
+            else:
+                allowed = cand >= 0
+                cz = np.where(allowed, cand, 0)
+                pos = top_lists(S[bidx, cz], allowed, tie[bidx, cz])
+                L = np.where(pos >= 0, cz[bidx, np.maximum(pos, 0)], -1)
+            valid = L >= 0
+            Lz = np.where(valid, L, 0)
+            for r, rel in dense.items():
+                relb = rel[rows]
+                n_rel = (relb & allowed).sum(axis=1) if c.strategy == "full" else (relb[bidx, cz] & allowed).sum(axis=1)
+                ok = n_rel > 0
+                hits = (relb[bidx, Lz] & valid)[ok]
+                for m in metrics:
+                    v = per[(c.label, r, m)][rows]
+                    v[ok] = topk_metric_values(hits, n_rel[ok], m)
+    return per
+
+
+@pytest.mark.parametrize("model_name", ["random", "popular", "itemknn", "oracle"])
+def test_evaluation_equals_the_previous_implementation(sim_split, model_name):
+    """The evaluation of chapter 10's simulations (candidate ids, masks and relevant counts prepared once, scores
+    gathered from the flat array, keys partitioned in place) gives the previous implementation's per-user values
+    bit for bit: full, uniform and popularity-weighted sets, two relevances, batches of 64 users (the last one
+    short), ties (Popular, Oracle) and item-kNN's scores."""
+    from itemsampling.candidates import make_recommender
+
+    sim, split = sim_split
+    model = make_recommender(model_name, truth=sim.truth, rng=0).fit(split.train, n_items=split.n_items,
+                                                                     n_users=split.n_users)
+    csets = [draw_candidates(split, "full"), draw_candidates(split, "uniform", 40, rng=1),
+             draw_candidates(split, "popularity", 40, rng=2)]
+    rels = {"obs": split.test_matrix, "truth": sim.truth}
+    metrics = ("ndcg", "rr", "precision", "recall")
+    res = evaluate_candidates(model, split, csets, k=10, metrics=metrics, relevance=rels, rng=np.random.default_rng(7),
+                              batch_size=64, per_user=True)
+    truth = M.interaction_matrix(sim.truth, int(sim.truth['user'].max()) + 1, split.n_items)[:split.n_users]
+    # a second model from the same seed: Random draws its scores at every call
+    model = make_recommender(model_name, truth=sim.truth, rng=0).fit(split.train, n_items=split.n_items,
+                                                                     n_users=split.n_users)
+    before = _per_user_before(model, split, csets, {"obs": split.test_matrix, "truth": truth - truth.multiply(
+        split.train_matrix)}, 10, metrics, np.random.default_rng(7), 64)
+    assert split.users.size % 64 and before.keys() == res.attrs["per_user"].keys()
+    for key, v in before.items():
+        np.testing.assert_array_equal(res.attrs["per_user"][key], v, err_msg=str(key))
+    assert np.isfinite(before[("full", "truth", "ndcg")]).sum() > 100

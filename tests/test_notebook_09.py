@@ -314,17 +314,19 @@ def test_typed_judgements_are_computed(results):
 
 
 def test_a_model_beyond_the_memory_budget_is_replaced_and_the_page_says_so(tmp_path, monkeypatch):
-    """On a data folder of N = 1,633 items EASE's three dense N x N matrices need 64 MB: with a 60 MB budget the
-    chapter runs UserKNN in its place (chapter 8's rule, candidates.replace_models), its bootstrap study on it, and
-    says so on the page; the ranks are the folder's own under UserKNN."""
+    """On a data folder of N = 2,689 items EASE's dense N x N matrix and a block of its columns need 69 MB: with a
+    60 MB budget the chapter runs UserKNN in its place (chapter 8's rule, candidates.replace_models), its bootstrap
+    study on it, and says so on the page; the ranks are the folder's own under UserKNN."""
     from movielens_folder import write_movielens
     from rendered import rendered_prose
 
     from itemsampling.experiments import load_interactions
+    from itemsampling.models import EASE
 
-    path = write_movielens(tmp_path / "ml-data", "u.data", n_users=200, n_items=2000)
+    path = write_movielens(tmp_path / "ml-data", "u.data", n_users=200, n_items=5000)
     N = load_interactions(str(path)).attrs["n_items"]
-    assert N == 1633 and 24 * N ** 2 > 60_000_000  # EASE beyond the budget; Popular has no such matrix
+    need = EASE().item_matrix_bytes(N)
+    assert N == 2689 and need == 8 * N ** 2 + 24 * N * 169 > 60_000_000  # EASE beyond the budget; Popular has none
     monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(60_000_000))
     monkeypatch.setenv("ITEMSAMPLING_CACHE", str(tmp_path / "cache"))
     params = {"dataset": str(path), "models": ["ease", "popular"], "boot_model": "ease", "n_repeats": 2, "n_jobs": 1,
@@ -337,5 +339,5 @@ def test_a_model_beyond_the_memory_budget_is_replaced_and_the_page_says_so(tmp_p
     gr = load_global_ranks(str(path), ["userknn"], rng=1, progress=False)
     assert res["ch09_boot_truth"] == pytest.approx(np.mean(gr["userknn"] <= 10), rel=1e-12)
     prose = rendered_prose(tmp_path / "out" / out["html"])
-    assert f"ease needs {24 * N ** 2 / 1e6:,.0f} MB of dense" in prose and "replaced by userknn" in prose
+    assert f"ease needs {need / 1e6:,.0f} MB for one dense" in prose and "replaced by userknn" in prose
     assert "memory budget of 60 MB" in prose

@@ -11,6 +11,7 @@ from movielens_folder import write_movielens, write_ncf
 
 from itemsampling.catalogue import initial_size_rule, scaled_sizes, user_table_sizes
 from itemsampling.experiments import describe_dataset, load_global_ranks
+from itemsampling.models import EASE
 from itemsampling.run import run_notebook
 
 ROOT = Path(__file__).resolve().parents[1] / "notebooks"
@@ -93,19 +94,23 @@ def test_chapter_9_runs_on_the_folder(runs):
 
 
 def test_chapter_8_replaces_dense_item_models_above_dense_max_items(tmp_path, monkeypatch):
-    """Above `dense_max_items` items EASE (three dense N x N matrices) is replaced by UserKNN, and the page says so;
+    """Above `dense_max_items` items EASE (a dense N x N matrix) is replaced by UserKNN, and the page says so, and
+    item-kNN (a sparse top-k similarity) runs;
     the repeats rule keeps TORS's 100 on this small catalogue, and the page says this run sets its own."""
     folder = _folder(tmp_path, "movielens")
     monkeypatch.setenv("ITEMSAMPLING_CACHE", str(tmp_path / "cache"))
-    out = run_notebook(ROOT / "08-adaptive-sampling.md", {**CH08, "dataset": str(folder), "dense_max_items": 100},
+    out = run_notebook(ROOT / "08-adaptive-sampling.md", {**CH08, "models": ["ease", "itemknn", "popular"],
+                                                          "dataset": str(folder), "dense_max_items": 100},
                        tmp_path / "08", progress=False)
     res = out["results"]
     N = load_global_ranks(str(folder), ["popular"], rng=1, progress=False).n_items
     assert N > 100
-    assert res["ch08_model_replacements"] == {"ease": "userknn"} and res["ch08_models"] == ["userknn", "popular"]
+    # item-kNN (k = 50) keeps a sparse top-k similarity: dense_max_items does not limit it
+    assert res["ch08_model_replacements"] == {"ease": "userknn"}
+    assert res["ch08_models"] == ["userknn", "itemknn", "popular"]
     assert res["ch08_model_replacement_text"].startswith(
-        f"At this catalogue size (*N* = {N:,}) ease needs {24 * N ** 2 / 1e6:,.0f} MB of dense *N* × *N* matrices, "
-        "and *N* is above the 100 items (`dense_max_items`)")
+        f"At this catalogue size (*N* = {N:,}) ease needs {EASE().item_matrix_bytes(N) / 1e6:,.0f} MB for one dense "
+        "*N* × *N* matrix and a block of its columns, and *N* is above the 100 items (`dense_max_items`)")
     assert res["ch08_model_replacement_text"].endswith("and is replaced by userknn (the rule of chapter 8's "
                                                        "TORS-shaped catalogues).")
     assert res["ch08_rule_repeats"] == 100 and res["ch08_n_repeats"] == 2

@@ -16,6 +16,7 @@ from itemsampling.candidates import make_recommender, rank_masks
 from itemsampling.data import drop_short_users, gini, item_counts, leave_last_out
 from itemsampling.experiments import describe_dataset, load_interactions
 from itemsampling.metrics import evaluate
+from itemsampling.models import EASE
 from itemsampling.run import run_notebook
 
 ROOT = Path(__file__).resolve().parents[1] / "notebooks"
@@ -107,16 +108,22 @@ def test_chapter_11_on_an_ncf_split(tmp_path):
 
 
 def test_chapter_11_on_a_movielens_folder_replaces_a_model_beyond_the_memory_budget(tmp_path, monkeypatch):
-    """ItemKNN's four dense N x N matrices at the folder's N = 1,633 items need 85 MB: with a 60 MB budget (enough
-    for the rest, the dial's simulator included) the chapter replaces it by UserKNN and says so on the page."""
-    path = write_movielens(tmp_path / "ml-data", "u.data", n_users=200, n_items=2000)
+    """EASE's dense N x N matrix and a block of its columns at the folder's N = 2,984 items need 85 MB: with a 60 MB
+    budget (enough for the rest, the dial's simulator included) the chapter replaces it by UserKNN and says so on
+    the page, and keeps item-kNN, whose sparse top-k similarity (k = 50) fits."""
+    from itemsampling.models import ItemKNN
+
+    path = write_movielens(tmp_path / "ml-data", "u.data", n_users=200, n_items=6000)
     N = load_interactions(str(path)).attrs["n_items"]
-    assert N == 1633 and 32 * N ** 2 > 60_000_000
     monkeypatch.setenv("ITEMSAMPLING_MEMORY_LIMIT", str(60_000_000))
-    out = run_notebook(NB11, {**P11, "dataset": str(path)}, tmp_path / "out", progress=False, html=True)
-    res, prose = _check_chapter_11(out, path, tmp_path, ["popular", "userknn"])
-    assert res["ch11_model_replacements"] == {"itemknn": "userknn"}
-    assert f"itemknn needs {32 * N ** 2 / 1e6:,.0f} MB of dense" in prose and "replaced by userknn" in prose
+    need = EASE().item_matrix_bytes(N)
+    assert N == 2984 and need == 8 * N ** 2 + 24 * N * 187 > 60_000_000 >= ItemKNN(k=50).item_matrix_bytes(N)
+    out = run_notebook(NB11, {**P11, "models": ["popular", "itemknn", "ease"], "dataset": str(path)}, tmp_path / "out",
+                       progress=False, html=True)
+    res, prose = _check_chapter_11(out, path, tmp_path, ["popular", "itemknn", "userknn"])
+    assert res["ch11_model_replacements"] == {"ease": "userknn"}
+    assert f"ease needs {need / 1e6:,.0f} MB for one dense" in prose and "replaced by userknn" in prose
+    assert "a block of its columns, more than the memory budget of 60 MB" in prose
 
 
 def _sparse_table(path: Path, n_users: int = 150, n_items: int = 3000, singles: int = 6, seed: int = 0) -> Path:
@@ -142,7 +149,8 @@ def test_chapter_10_caps_the_truth_decoys_at_the_positive_popularity_pool(tmp_pa
     are left out, and the page says how many."""
     path = _sparse_table(tmp_path / "data" / "log.csv")
     params = {**{k: v for k, v in P10.items() if k != "truth_decoys"}, "dataset": str(path), "truth_users": 30,
-              "models": ["random", "popular", "itemknn", "userknn"], "dense_max_items": 100, "max_cells": 120_000}
+              "models": ["random", "popular", "itemknn", "ease", "userknn"], "sweep_models": ["popular", "ease"],
+              "truth_models": ["popular", "itemknn", "ease", "oracle"], "dense_max_items": 100, "max_cells": 120_000}
     out = run_notebook(NB10, params, tmp_path / "out", progress=False, html=True)
     res = out["results"]
     inter = load_interactions(str(path))
@@ -171,14 +179,17 @@ def test_chapter_10_caps_the_truth_decoys_at_the_positive_popularity_pool(tmp_pa
             f"popularity; with 30 simulated users many of the {N:,} items have none, so the smallest such pool (over "
             f"the users and the 2 simulations) holds {pools['popularity']:,} items") in prose
     assert f"; every simulation therefore draws {pools['popularity']:,}." in prose
-    # above dense_max_items item-kNN is replaced by UserKNN where UserKNN does not run already, else left out
-    assert res["ch10_truth_model_replacements"] == {"itemknn": "userknn"}
+    # above dense_max_items EASE (a dense N x N matrix) is replaced by UserKNN where UserKNN does not run already, else
+    # left out; item-kNN (k = 50, a sparse top-k similarity) is not limited by dense_max_items
+    assert res["ch10_truth_model_replacements"] == {"ease": "userknn"}
+    assert res["ch10_model_replacements"] == {"ease": "userknn"}  # the three lists merged; the sentence has each
+    need = EASE().item_matrix_bytes(N)
     assert res["ch10_replacement_text"] == (
-        f"At this catalogue size (*N* = {N:,}) itemknn needs {32 * N ** 2 / 1e6:,.0f} MB of dense *N* × *N* matrices, "
-        "and *N* is above the 100 items (`dense_max_items`) up to which the chapters fit a model with dense item-item "
-        "matrices (one such matrix is 0 MB there, and EASE inverts one), and is replaced by userknn in the "
-        "popularity dial (b), and left out of Figures 10.2-10.3 (where userknn already runs) (the rule of chapter 8's "
-        "TORS-shaped catalogues).")
+        f"At this catalogue size (*N* = {N:,}) ease needs {need / 1e6:,.0f} MB for one dense *N* × *N* matrix and a "
+        "block of its columns, and *N* is above the 100 items (`dense_max_items`) up to which the chapters fit a model "
+        "with a dense item-item matrix (one such matrix is 0 MB there, and EASE factorises and inverts it, in a time "
+        "that grows as *N*³), and is replaced by userknn in the popularity dial (b), and left out of Figures 10.2-10.3 "
+        "(where userknn already runs) (the rule of chapter 8's TORS-shaped catalogues).")
     assert "and is replaced by userknn in the popularity dial (b), and left out of Figures 10.2-10.3" in prose
 
 
@@ -218,7 +229,7 @@ def test_chapter_11_samples_the_evaluated_users_to_fit_the_memory_budget(tmp_pat
     out = run_notebook(NB11, {**P11, "dataset": str(path)}, tmp_path / "out", progress=False, html=True)
     res = out["results"]
     models = res["ch11_models"]
-    assert models == ["popular", "userknn"]  # ItemKNN's dense matrices exceed the budget at this N
+    assert models == ["popular", "itemknn"]  # item-kNN's sparse top-k similarity (k = 50) fits the budget
     m_fit = 15_000_000 // ((2 * len(models) + 4) * N)
     assert 10 <= m_fit < 1500
     assert res["ch11_users_evaluated"] == [m_fit, 1500] and res["ch11_cov_users"] == m_fit

@@ -73,6 +73,7 @@ __all__ = [
     "max_decoys",
     "make_recommender",
     "dense_matrix_bytes",
+    "item_matrix_bytes",
     "replace_models",
     "DENSE_MAX_ITEMS",
     "replacement_text",
@@ -354,48 +355,74 @@ def popularity_prone(scores: dict, reference: float, margin: float = 0.0, relati
     return [k for k, v in sorted(scores.items(), key=lambda kv: -kv[1]) if excess[k] > margin and excess[k] >= floor]
 
 
-def dense_matrix_bytes(name: str, n_items: int, specs=None) -> float:
-    """Bytes of the dense :math:`N\\times N` item-item matrices that model ``name`` allocates when it is
-    fitted on ``n_items`` items (:meth:`itemsampling.models.Recommender.dense_item_bytes` of its
-    class), the request :meth:`itemsampling.models.Recommender.fit` checks against the
-    memory budget. ``specs`` maps names to ``(class name, parameters)`` (default :data:`RECOMMENDERS`;
-    chapter 9 passes :data:`itemsampling.experiments.MODEL_SPECS`)."""
+def _spec_model(name: str, n_items: int, specs):
     specs = RECOMMENDERS if specs is None else specs
     if not isinstance(name, str) or name not in specs:
         raise ValueError(f"model must be one of {sorted(specs)}, got {name!r}")
     n_items = check_int(n_items, "n_items", low=1)
-    return getattr(_models, specs[name][0]).dense_item_bytes(n_items)
+    cls_name, params = specs[name]
+    cls = getattr(_models, cls_name)
+    if cls_name == "Oracle":  # needs the simulator's truth to be built, and has no item-item matrix
+        return None, n_items
+    return cls(**params), n_items
 
 
-#: The largest catalogue on which chapters 8-11 fit a model with dense N x N item-item matrices
-#: (:func:`replace_models`): one such matrix is 800 MB at 10,000 items, ItemKNN holds four and EASE three and
-#: inverts one (:math:`O(N^3)`), and the chapters fit two at once in worker processes; measured on CiteULike-a's
-#: 16,980 items, one item-kNN fit took 20 s and 8.7 GB, and two at once exhausted a 23 GB machine. Above it they
-#: are replaced by a model without one.
-DENSE_MAX_ITEMS = 10_000
+def dense_matrix_bytes(name: str, n_items: int, specs=None) -> float:
+    """Bytes of the dense :math:`N\\times N` item-item matrices that model ``name`` allocates when it is
+    fitted on ``n_items`` items (:meth:`itemsampling.models.Recommender.dense_item_bytes`): EASE holds one
+    (:math:`8 N^2` bytes), ItemKNN without a neighbourhood four, ItemKNN with one (the chapters' ``k = 50``)
+    none (it keeps a sparse top-k similarity, :func:`item_matrix_bytes`). ``specs`` maps names to
+    ``(class name, parameters)`` (default :data:`RECOMMENDERS`; chapter 9 passes
+    :data:`itemsampling.experiments.MODEL_SPECS`)."""
+    model, n_items = _spec_model(name, n_items, specs)
+    return 0.0 if model is None else model.dense_item_bytes(n_items)
+
+
+def item_matrix_bytes(name: str, n_items: int, specs=None) -> float:
+    """Bytes of the item-item state that model ``name`` allocates when fitted on ``n_items`` items, dense or
+    sparse (:meth:`itemsampling.models.Recommender.item_matrix_bytes`): the request
+    :meth:`itemsampling.models.Recommender.fit` checks against the memory budget, and so the one
+    :func:`replace_models` compares with it. 0 for a model without an item-item matrix."""
+    model, n_items = _spec_model(name, n_items, specs)
+    return 0.0 if model is None else model.item_matrix_bytes(n_items)
+
+
+#: The largest catalogue on which chapters 8-11 fit a model with a dense N x N item-item matrix (EASE;
+#: ItemKNN without a neighbourhood) (:func:`replace_models`), a limit on time: EASE's fit factorises and
+#: inverts its N x N matrix, O(N^3). Measured on 2 cores (benchmarks/real_models.py, one BLAS
+#: thread above 12,000 items): 192 s and 1.6 GB on Yelp's 14,284 items, 109 s and 2.2 GB on CiteULike-a's 16,980,
+#: 324 s and 4.7 GB on Amazon-book's 24,915 (most of a chapter's 6 minutes; 40,000 items, by N^3, about 22 min and
+#: 13 GB). So 20,000: EASE runs on the first two and is replaced on Amazon-book. Above it
+#: such a model is replaced by one without an item-item matrix. ItemKNN with a neighbourhood (the chapters'
+#: k = 50) keeps a sparse top-k similarity (O(N k) memory, 42 MB on Yelp's 14,284 items) and is not
+#: limited by it: only the memory budget counts for it.
+DENSE_MAX_ITEMS = 20_000
 
 
 def replace_models(models, n_items: int, specs=None, substitute: str = "userknn", max_items: int | None = None):
     """The models that fit the memory budget (:func:`itemsampling._validation.memory_limit`) at
     ``n_items`` items, the rule of chapter 8's TORS-shaped catalogues applied to a data folder:
-    a model whose dense item-item matrices (:func:`dense_matrix_bytes`) exceed the budget, or, with
-    ``max_items`` (chapters 8-11 pass :data:`DENSE_MAX_ITEMS`), that has such matrices on more than
-    ``max_items`` items, is replaced by ``substitute`` (a model with no item-item matrix; default
-    UserKNN), or left out when ``substitute`` is already in the list. Returns ``(kept, swaps)``: the
-    list in the given order with the replacements in place, and ``{model: substitute or None}`` for
-    the models replaced or left out (empty when everything fits)."""
+    a model whose item-item state (:func:`item_matrix_bytes`, the request its fit checks: dense
+    matrices, or ItemKNN's sparse top-k similarity and one block of its rows) exceeds the budget, or,
+    with ``max_items`` (chapters 8-11 pass :data:`DENSE_MAX_ITEMS`), that has a dense
+    :math:`N\\times N` matrix (:func:`dense_matrix_bytes`) on more than ``max_items`` items, is
+    replaced by ``substitute`` (a model with no item-item matrix; default UserKNN), or left out when
+    ``substitute`` is already in the list. Returns ``(kept, swaps)``: the list in the given order with
+    the replacements in place, and ``{model: substitute or None}`` for the models replaced or left out
+    (empty when everything fits)."""
     specs = RECOMMENDERS if specs is None else specs
     max_items = None if max_items is None else check_int(max_items, "max_items", low=1)
     models = [models] if isinstance(models, str) else list(models)
     if substitute not in specs:
         raise ValueError(f"substitute must be one of {sorted(specs)}, got {substitute!r}")
-    if dense_matrix_bytes(substitute, n_items, specs) > 0:
-        raise ValueError(f"substitute must be a model without dense item-item matrices, got {substitute!r}")
+    if item_matrix_bytes(substitute, n_items, specs) > 0:
+        raise ValueError(f"substitute must be a model without an item-item matrix, got {substitute!r}")
     budget = memory_limit()
     kept, swaps = [], {}
     for m in models:
-        need = dense_matrix_bytes(m, n_items, specs)
-        if need <= budget and (max_items is None or need == 0 or n_items <= max_items):
+        need = item_matrix_bytes(m, n_items, specs)
+        dense = dense_matrix_bytes(m, n_items, specs)
+        if need <= budget and (max_items is None or dense == 0 or n_items <= max_items):
             kept.append(m)
         else:
             alt = substitute if substitute not in models and substitute not in kept else None
@@ -407,20 +434,25 @@ def replace_models(models, n_items: int, specs=None, substitute: str = "userknn"
 
 def replacement_text(swaps: dict, n_items: int, specs=None, max_items: int | None = None) -> str:
     """The sentence a chapter prints for the ``swaps`` of :func:`replace_models` (same ``n_items``,
-    ``specs`` and ``max_items``): each model replaced or left out, the bytes of its dense matrices and
-    why (the memory budget, or a catalogue above ``max_items``); ``""`` when nothing was replaced."""
+    ``specs`` and ``max_items``): each model replaced or left out, the bytes of its item-item state and
+    why (the memory budget, or a dense matrix on a catalogue above ``max_items``); ``""`` when nothing was
+    replaced."""
     if not swaps:
         return ""
     N = check_int(n_items, "n_items", low=1)
     budget = memory_limit()
     parts = []
     for m, alt in swaps.items():
-        need = dense_matrix_bytes(m, N, specs)
+        need = item_matrix_bytes(m, N, specs)
+        model, _ = _spec_model(m, N, specs)
+        what = "a sparse top-*k* similarity and a block of its rows" if dense_matrix_bytes(m, N, specs) == 0 else \
+            ("one dense *N* × *N* matrix and a block of its columns" if model.dense_item_matrices() == 1 else
+             f"{model.dense_item_matrices()} dense *N* × *N* matrices")
         why = (f"more than the memory budget of {budget / 1e6:,.0f} MB" if need > budget or max_items is None else
                f"and *N* is above the {max_items:,} items (`dense_max_items`) up to which the chapters fit a model "
-               f"with dense item-item matrices (one such matrix is {8.0 * max_items ** 2 / 1e6:,.0f} MB there, and "
-               "EASE inverts one)")
-        parts.append(f"{m} needs {need / 1e6:,.0f} MB of dense *N* × *N* matrices, {why}, and is "
+               f"with a dense item-item matrix (one such matrix is {8.0 * max_items ** 2 / 1e6:,.0f} MB there, and "
+               "EASE factorises and inverts it, in a time that grows as *N*³)")
+        parts.append(f"{m} needs {need / 1e6:,.0f} MB for {what}, {why}, and is "
                      + (f"replaced by {alt}" if alt else "left out"))
     return (f"At this catalogue size (*N* = {N:,}) " + "; ".join(parts)
             + " (the rule of chapter 8's TORS-shaped catalogues).")
@@ -473,11 +505,19 @@ def _top_lists(S: np.ndarray, allowed: np.ndarray, tie: np.ndarray, k: int) -> n
     only they are sorted, exactly, by ``(-S, tie)``."""
     b, N = S.shape
     kk = min(k, N)
-    scale = np.max(np.abs(np.where(allowed, S, 0.0)), axis=1, keepdims=True) if N else np.zeros((b, 1))
+    # the largest |S| among the allowed columns (0 if none), without a temporary |S|
+    scale = np.maximum(np.max(S, axis=1, where=allowed, initial=0.0, keepdims=True),
+                       -np.min(S, axis=1, where=allowed, initial=0.0, keepdims=True))
     delta = np.where(scale > 0, 1e-7 * scale, 1.0)
-    key = np.where(allowed, S + delta * tie, -np.inf)
-    q = np.partition(key, N - kk, axis=1)[:, N - kk][:, None]
-    rows, cols = np.nonzero(allowed & (S >= q - 2 * delta))
+    key = np.multiply(tie, delta)
+    key += S
+    np.copyto(key, -np.inf, where=~allowed)
+    key.partition(N - kk, axis=1)  # in place: only the k-th largest key is read
+    q = key[:, N - kk:N - kk + 1]
+    del key
+    top = np.greater_equal(S, q - 2 * delta)
+    top &= allowed
+    rows, cols = np.nonzero(top)
     o = np.lexsort((tie[rows, cols], -S[rows, cols], rows))
     rows, cols = rows[o], cols[o]
     pos = np.arange(rows.size) - np.searchsorted(rows, np.arange(b))[rows]
@@ -491,11 +531,14 @@ def _top_lists(S: np.ndarray, allowed: np.ndarray, tie: np.ndarray, k: int) -> n
 class _Prepared:
     """Per-user inputs of :func:`evaluate_candidates` that do not depend on the model, built once
     and shared by every model: for the full set the dense membership mask ``(M, N)``, for a sampled
-    set the candidate ids ``(M, c)`` (held-out items, then decoys; ``-1`` pads), the dense
-    relevance rows and the popularity ranks."""
+    set the candidate ids ``(M, c)`` (held-out items, then decoys; ``-1`` pads, here 0) and their
+    mask (``allowed``), the dense relevance rows, each user's number of relevant candidates per
+    candidate set and relevance (``n_rel``) and the popularity ranks."""
 
     cands: dict
+    allowed: dict
     rels: dict
+    n_rel: dict
     pranks: np.ndarray
 
 
@@ -514,13 +557,25 @@ def _prepare(split: HoldoutSplit, candidate_sets, relevance=None, popularity=Non
     M, N = split.users.size, split.n_items
     rels = _relevance(split, relevance)
     n_full = sum(c.strategy == "full" for c in candidate_sets)
-    check_memory(float(M) * N * (n_full + len(rels)) + 8.0 * M * sum(
+    check_memory(float(M) * N * (n_full + len(rels)) + 9.0 * M * sum(
         (c.decoys.shape[1] if c.decoys is not None else 0) for c in candidate_sets),
         "the dense candidate masks and relevance rows", "the number of test users or of candidate sets")
-    cands = {c.label: c.mask(split) if c.strategy == "full" else _candidate_ids(split, c) for c in candidate_sets}
     dense = {r: mat[split.users].toarray() > 0 for r, mat in rels.items()}
+    cands, allowed, n_rel = {}, {}, {}
+    bidx = np.arange(M)[:, None]
+    for c in candidate_sets:
+        if c.strategy == "full":
+            cands[c.label] = allowed[c.label] = c.mask(split)
+            for r, rel in dense.items():
+                n_rel[(c.label, r)] = (rel & allowed[c.label]).sum(axis=1)
+        else:
+            ids = _candidate_ids(split, c)
+            allowed[c.label] = ids >= 0
+            cands[c.label] = np.where(allowed[c.label], ids, 0)
+            for r, rel in dense.items():
+                n_rel[(c.label, r)] = (rel[bidx, cands[c.label]] & allowed[c.label]).sum(axis=1)
     pop = item_popularity(split.train, N) if popularity is None else _check_popularity(popularity, N)
-    return _Prepared(cands=cands, rels=dense, pranks=popularity_ranks(pop))
+    return _Prepared(cands=cands, allowed=allowed, rels=dense, n_rel=n_rel, pranks=popularity_ranks(pop))
 
 
 def _evaluate_prepared(model, split: HoldoutSplit, candidate_sets, prep: _Prepared, k: int, metrics, gen,
@@ -539,26 +594,24 @@ def _evaluate_prepared(model, split: HoldoutSplit, candidate_sets, prep: _Prepar
         tie = gen.random(S.shape)
         bidx = np.arange(S.shape[0])[:, None]
         for c in candidate_sets:
-            cand = prep.cands[c.label][rows]
+            allowed = prep.allowed[c.label][rows]
             if c.strategy == "full":
-                allowed = cand
                 L = _top_lists(S, allowed, tie, k)
             else:  # rank the gathered candidates only
-                allowed = cand >= 0
-                cz = np.where(allowed, cand, 0)
-                pos = _top_lists(S[bidx, cz], allowed, tie[bidx, cz], k)
+                cz = prep.cands[c.label][rows]
+                flat = cz + bidx * S.shape[1]  # S[bidx, cz] as a gather from the flat array (3x faster)
+                pos = _top_lists(np.take(S, flat), allowed, np.take(tie, flat), k)
                 L = np.where(pos >= 0, cz[bidx, np.maximum(pos, 0)], -1)
             valid = L >= 0
             Lz = np.where(valid, L, 0)
             psum[c.label][rows] = np.where(valid, prep.pranks[Lz], 0.0).sum(axis=1)
             plen[c.label][rows] = valid.sum(axis=1)
             for r, rel in prep.rels.items():
-                relb = rel[rows]
-                n_rel = (relb & allowed).sum(axis=1) if c.strategy == "full" else (relb[bidx, cz] & allowed).sum(axis=1)
+                n_rel = prep.n_rel[(c.label, r)][rows]
                 ok = n_rel > 0
                 if not ok.any():
                     continue
-                hits = (relb[bidx, Lz] & valid)[ok]
+                hits = (rel[rows][bidx, Lz] & valid)[ok]
                 for m in metrics:
                     v = per[(c.label, r, m)][rows]
                     v[ok] = topk_metric_values(hits, n_rel[ok], m)
@@ -791,18 +844,19 @@ TRUTH_REFERENCE_ITEMS = 7_000
 def truth_repeats_rule(n_items: int, models, repeats: int = 100, reference: int = TRUTH_REFERENCE_ITEMS,
                        least: int = 20) -> int:
     r"""Chapter 10's number of simulations of :func:`truth_experiment` on a catalogue of :math:`N` items
-    with ``models``: ``repeats`` when no model has dense item-item matrices (:func:`dense_matrix_bytes`)
+    with ``models``: ``repeats`` when no model has an item-item matrix (:func:`item_matrix_bytes`)
     or :math:`N \le` ``reference``, else :math:`\lceil \mathrm{repeats}\,(\mathrm{reference}/N)^2\rceil`,
-    at least ``least``. A model with dense :math:`N\times N` matrices (item-kNN) dominates a simulation's
-    cost, which grows at least as :math:`N^2` (on 2 cores, 400 users: item-kNN 20 s a simulation at
-    :math:`N` = 16,980, the other models about 1 s each); ``least`` keeps enough simulations for the
-    chapter's :math:`t` intervals and paired tests."""
+    at least ``least``. A model with an item-item matrix (item-kNN, EASE) scores every pair of items and
+    dominates a simulation's cost, which grows at least as :math:`N^2` (on 2 cores, 400 users: the dense
+    item-kNN 20 s a simulation at :math:`N` = 16,980, the other models about 1 s each; the sparse item-kNN
+    keeps :math:`O(N k)` memory but still scores the :math:`N^2` pairs, in blocks of rows); ``least`` keeps
+    enough simulations for the chapter's :math:`t` intervals and paired tests."""
     N = check_int(n_items, "n_items", low=1)
     repeats = check_int(repeats, "repeats", low=2)
     reference = check_int(reference, "reference", low=1)
     least = check_int(least, "least", low=2)
     models = [models] if isinstance(models, str) else list(models)
-    dense = any(m != "oracle" and dense_matrix_bytes(m, N) > 0 for m in models)
+    dense = any(m != "oracle" and item_matrix_bytes(m, N) > 0 for m in models)
     if not dense or N <= reference:
         return repeats
     return int(min(repeats, max(least, int(np.ceil(repeats * (reference / N) ** 2)))))

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from ._validation import as_rng, check_bool, check_int, check_memory, check_real
+from ._validation import as_rng, check_bool, check_int, check_memory, check_real, memory_limit
 from .data import n_items_of, n_users_of
 
 __all__ = ["Recommender", "Random", "Popular", "ItemKNN", "UserKNN", "EASE", "ALS", "BPR", "Oracle",
@@ -84,10 +84,10 @@ class Recommender:
             raise ValueError("train must not be empty")
         self.n_items_ = n_items_of(train) if n_items is None else check_int(n_items, "n_items", low=1)
         self.n_users_ = n_users_of(train) if n_users is None else check_int(n_users, "n_users", low=1)
-        if self._dense_item_matrices:
+        item_bytes = self.item_matrix_bytes(self.n_items_)
+        if item_bytes:
             N = self.n_items_
-            check_memory(self.dense_item_bytes(N),
-                         f"{type(self).__name__} on {N} items ({self._dense_item_matrices} dense N x N matrices)",
+            check_memory(item_bytes, f"{type(self).__name__} on {N} items ({self.item_matrix_text()})",
                          "the number of items (n_items), or use a model without an item-item matrix "
                          "(ALS, UserKNN, Popular)")
         need = self._fit_bytes(self.n_users_, self.n_items_)
@@ -99,12 +99,26 @@ class Recommender:
         self.fitted_ = True
         return self
 
-    @classmethod
-    def dense_item_bytes(cls, n_items: int) -> float:
+    def dense_item_matrices(self) -> int:
+        """How many dense :math:`N\\times N` float64 item-item matrices this model's fit holds at once
+        (0: none)."""
+        return self._dense_item_matrices
+
+    def dense_item_bytes(self, n_items: int) -> float:
         """Bytes of the dense :math:`N\\times N` item-item matrices a fit on ``n_items`` items
-        allocates: 8 bytes a cell times the class's number of such matrices (0 for a model
-        without one); what :meth:`fit` checks against the memory budget."""
-        return cls._dense_item_matrices * 8.0 * n_items * n_items
+        allocates: 8 bytes a cell times :meth:`dense_item_matrices` (0 for a model without one)."""
+        return self.dense_item_matrices() * 8.0 * n_items * n_items
+
+    def item_matrix_bytes(self, n_items: int) -> float:
+        """Bytes of the item-item state a fit on ``n_items`` items allocates (dense matrices, or a
+        sparse similarity and the block it is computed in; 0 for a model without one): what
+        :meth:`fit` checks against the memory budget
+        (:func:`~itemsampling._validation.memory_limit`) before fitting."""
+        return self.dense_item_bytes(n_items)
+
+    def item_matrix_text(self) -> str:
+        """What :meth:`item_matrix_bytes` counts, in words."""
+        return f"{self.dense_item_matrices()} dense N x N matrices"
 
     def _fit_bytes(self, n_users: int, n_items: int) -> float:
         """Bytes the fit allocates beyond the interaction matrix (0: nothing that grows with a
@@ -201,64 +215,202 @@ class ItemKNN(Recommender):
     has consumed; items whose row is empty score 0.
 
     Krichene & Rendle's recommender Y is ``ItemKNN(q=3)``; Z is ``ItemKNN(q=1, k_prime=10)``.
+
+    ``method``: ``"dense"`` computes :math:`s` as four dense :math:`N\times N` float64 matrices
+    (:math:`32 N^2` bytes); ``"sparse"`` computes it in blocks of rows (:meth:`block_rows`, at most
+    :data:`BLOCK_BYTES` at once) and keeps only the entries Eq. 28 can keep, the :math:`k` and
+    :math:`k'` largest of each row, so its memory is :math:`O(N (k + k'))` (the time stays
+    :math:`O(N^2)`: every pair is scored once); :math:`i \in N_k(j)` is read off row :math:`j` of
+    :math:`s^\top`, computed in the same block from the same (symmetric) counts.
+    ``"auto"`` (default) is ``"sparse"`` when ``k`` or ``k_prime`` is set and ``"dense"`` without
+    a neighbourhood (every :math:`s_{ij}` is kept, so the similarity is dense by definition).
+    Both paths give the same :math:`s''` and scores bit for bit (each value by the same
+    floating-point operations in the same order; the row sums of Eq. 29-30 over dense rows), so
+    ties that rounding makes or breaks (an item whose whole neighbourhood the user has consumed
+    scores 1 up to rounding) fall the same way and the ranks do not depend on the path.
     """
 
     _dense_item_matrices = 4
 
     name = "itemknn"
+    #: The most bytes the sparse path spends on one block of rows (less under a small memory budget:
+    #: at most a quarter of :func:`~itemsampling._validation.memory_limit`).
+    BLOCK_BYTES = 128 * 2**20
+    #: Bytes per cell of a block of rows of the sparse path: the co-occurrence counts (sparse product
+    #: and dense copy), a copy for the second cut, :math:`s` and the top-k selection's temporaries
+    #: (measured peak about 41 with both cuts, tracemalloc, N = 3,000).
+    _BLOCK_CELL_BYTES = 64
+    #: Bytes per kept entry of the sparse path: its triplets, the CSR matrix, its transpose and product.
+    _KEPT_BYTES = 48
 
-    def __init__(self, q: float = 1.0, k: int | None = None, k_prime: int | None = None):
+    def __init__(self, q: float = 1.0, k: int | None = None, k_prime: int | None = None, method: str = "auto"):
         self.q = check_real(q, "q", low=0.0, low_open=True)
         self.k = None if k is None else check_int(k, "k", low=1)
         self.k_prime = None if k_prime is None else check_int(k_prime, "k_prime", low=1)
+        if not isinstance(method, str) or method not in ("auto", "dense", "sparse"):
+            raise ValueError(f"method must be one of ['auto', 'dense', 'sparse'], got {method!r}")
+        if method == "sparse" and self.k is None and self.k_prime is None:
+            raise ValueError("method 'sparse' needs a neighbourhood (k or k_prime): without one every similarity "
+                             "is kept and the matrix is dense")
+        self.method = method
 
     def _params(self):
         return {"q": self.q, "k": self.k, "k_prime": self.k_prime}
 
+    @property
+    def sparse(self) -> bool:
+        """Whether the fit takes the sparse, blocked path (see ``method``)."""
+        return self.method == "sparse" or (self.method == "auto" and (self.k is not None or self.k_prime is not None))
+
+    def dense_item_matrices(self) -> int:
+        return 0 if self.sparse else self._dense_item_matrices
+
+    def block_rows(self, n_items: int) -> int:
+        """Rows of :math:`s` the sparse path computes at once on ``n_items`` items: as many as
+        ``min(BLOCK_BYTES, memory_limit() / 4)`` holds at ``_BLOCK_CELL_BYTES`` a cell, at least 1."""
+        per_row = self._BLOCK_CELL_BYTES * float(n_items)
+        return int(max(1, min(n_items, min(self.BLOCK_BYTES, memory_limit() // 4) // per_row)))
+
+    def item_matrix_bytes(self, n_items: int) -> float:
+        if not self.sparse:
+            return self.dense_item_bytes(n_items)
+        N = float(n_items)
+        kept = sum(min(c, n_items) for c in (self.k, self.k_prime) if c is not None)
+        return self._BLOCK_CELL_BYTES * N * self.block_rows(n_items) + self._KEPT_BYTES * N * kept
+
+    def item_matrix_text(self) -> str:
+        if not self.sparse:
+            return super().item_matrix_text()
+        return "a sparse top-k similarity and one block of its rows"
+
     @staticmethod
-    def _topk_mask(S: np.ndarray, k: int, axis: int) -> np.ndarray:
+    def _topk_mask(S: np.ndarray, k: int, axis: int, positive: bool = False) -> np.ndarray:
         """Boolean mask of the k largest entries of each row (axis=1) or column (axis=0); ties at
-        the cut go to the lower item id."""
+        the cut go to the lower item id. With ``positive`` (for :math:`S \\ge 0`), only the positive
+        ones among them: a 0 at the cut is not an entry of :math:`s'`, so its row needs no tie rule.
+        One partition per row; the running count of ties only in the rows where they cross the cut."""
         A = S if axis == 1 else S.T
         n = A.shape[1]
         if k >= n:
-            return np.ones_like(S, dtype=bool)
-        kth = -np.partition(-A, k - 1, axis=1)[:, k - 1:k]  # k-th largest value of each row
+            return (S > 0) if positive else np.ones_like(S, dtype=bool)
+        # the k-th largest value of each row, as minus the k-th smallest of -A (numpy's partition is
+        # several times slower on rows with many equal values, such as the zeros of s, at the top)
+        neg = np.negative(A, order="C")
+        neg.partition(k - 1, axis=1)
+        kth = -neg[:, k - 1:k]
+        del neg
         above = A > kth
         tied = A == kth
-        room = k - above.sum(axis=1, keepdims=True)
-        mask = above | (tied & (np.cumsum(tied, axis=1) <= room))
+        if positive:
+            tied &= kth > 0
+        room = k - above.sum(axis=1)
+        over = np.flatnonzero(tied.sum(axis=1) > room)
+        t = tied[over]
+        cut = above[over] | (t & (np.cumsum(t, axis=1) <= room[over, None]))
+        mask = np.logical_or(above, tied, out=above)
+        mask[over] = cut
+        if positive and np.any(kth < 0):
+            mask &= A > 0
         return mask if axis == 1 else mask.T
 
-    def _fit(self, X):
-        co = gram(X)  # |U_i ∩ U_j|
-        cnt = np.diag(co).copy()
-        norm = np.sqrt(np.maximum(cnt, 1e-300))
-        S = co / norm[:, None] / norm[None, :]
-        S[cnt == 0, :] = 0.0
-        S[:, cnt == 0] = 0.0
-        np.fill_diagonal(S, 0.0)
-        np.clip(S, 0.0, 1.0, out=S)
+    def _similarity(self, co: np.ndarray, cnt: np.ndarray, norm: np.ndarray, start: int,
+                    transpose: bool = False) -> np.ndarray:
+        """Eq. 27 for rows ``start .. start + len(co) - 1`` of the co-occurrence counts ``co``
+        (float64, overwritten): :math:`s_{ij} = ((c_{ij}/\\sqrt{|U_i|})/\\sqrt{|U_j|})^q` (``norm``:
+        :math:`\\sqrt{|U_i|}`), 0 on the diagonal and for items without a training user. With
+        ``transpose`` the rows are those of :math:`s^\\top` (row :math:`j` holds :math:`s_{ij}` over
+        :math:`i`: the counts are symmetric, the two divisions are taken in :math:`s_{ij}`'s order), so
+        every value is the one the dense path computes for the same pair, bit for bit."""
+        b = co.shape[0]
+        rows, cols = norm[start:start + b, None], norm[None, :]
+        for d in ((cols, rows) if transpose else (rows, cols)):
+            co /= d
+        co[cnt[start:start + b] == 0, :] = 0.0
+        co[:, cnt == 0] = 0.0
+        co[np.arange(b), np.arange(start, start + b)] = 0.0
+        np.clip(co, 0.0, 1.0, out=co)
         if self.q != 1.0:
-            S **= self.q
+            co **= self.q
+        return co
+
+    def _fit(self, X):
+        cnt = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()  # |U_i|, the diagonal of X^T X
+        norm = np.sqrt(np.maximum(cnt, 1e-300))
+        if self.sparse:
+            S2, denom = self._fit_sparse(X, cnt, norm)
+            self._S_T = S2.T.tocsr()
+        else:
+            S = self._fit_dense(X, cnt, norm)
+            row_norm = np.sqrt((S * S).sum(axis=1))
+            S2 = np.divide(S, row_norm[:, None], out=np.zeros_like(S), where=row_norm[:, None] > 0)  # Eq. 29
+            denom = S2.sum(axis=1)
+            # with neighbourhood cuts the matrix is sparse: score with a sparse product
+            nnz = np.count_nonzero(S2)
+            self._S_T = sp.csr_matrix(S2.T) if nnz < 0.05 * S2.size else None
+        self.similarity_ = S2
+        self._denom = np.where(denom > 0, denom, 1.0)
+
+    def _fit_dense(self, X, cnt, norm):
+        S = self._similarity(gram(X), cnt, norm, 0)  # gram: |U_i ∩ U_j|
         # Eq. 28: s'_{ij} keeps j if i in N_k(j) (column neighbourhood of j) and j in N_k'(i)
         # Both masks are computed from the same (unmasked) s, as Eq. 28 writes them.
         keep = None
         if self.k is not None:
-            keep = self._topk_mask(S, self.k, axis=0)
+            keep = self._topk_mask(S, self.k, axis=0, positive=True)
         if self.k_prime is not None:
-            row_keep = self._topk_mask(S, self.k_prime, axis=1)
+            row_keep = self._topk_mask(S, self.k_prime, axis=1, positive=True)
             keep = row_keep if keep is None else keep & row_keep
         if keep is not None:
             S = np.where(keep, S, 0.0)
-        row_norm = np.sqrt((S * S).sum(axis=1))
-        S2 = np.divide(S, row_norm[:, None], out=np.zeros_like(S), where=row_norm[:, None] > 0)  # Eq. 29
-        denom = S2.sum(axis=1)
-        self.similarity_ = S2
-        self._denom = np.where(denom > 0, denom, 1.0)
-        # with neighbourhood cuts the matrix is sparse: score with a sparse product
-        nnz = np.count_nonzero(S2)
-        self._S_T = sp.csr_matrix(S2.T) if nnz < 0.05 * S2.size else None
+        return S
+
+    def _fit_sparse(self, X, cnt, norm):
+        """The sparse path: for each block of rows, the rows of :math:`s^\\top` for the column cut
+        :math:`i \\in N_k(j)` (row :math:`j` of :math:`s^\\top` is column :math:`j` of :math:`s`) and
+        those of :math:`s` for the row cut :math:`j \\in N_{k'}(i)` (:meth:`_similarity`), and the
+        positive entries among the ``k`` (``k_prime``) largest of each row (:meth:`_topk_mask`, the
+        dense path's own selection); then Eq. 28's :math:`s'` as a CSR matrix and, a block of its rows
+        at a time written out densely, Eq. 29's row norms and Eq. 30's denominators summed over the
+        dense rows as the dense path sums them. Returns :math:`s''` (CSR) and the denominators: both
+        equal to the dense path's bit for bit."""
+        N = self.n_items_
+        XT = X.T.tocsr()  # items x users
+        kept = {side: ([], [], []) for side, c in (("cols", self.k), ("rows", self.k_prime)) if c is not None}
+        B = self.block_rows(N)
+        for s in range(0, N, B):
+            e = min(N, s + B)
+            co = (XT[s:e] @ X).toarray().astype(np.float64, copy=False)
+            for side, c, transpose in (("cols", self.k, True), ("rows", self.k_prime, False)):
+                if c is None:
+                    continue
+                last = side == "rows" or self.k_prime is None
+                S = self._similarity(co if last else co.copy(), cnt, norm, s, transpose)
+                r, j = np.nonzero(self._topk_mask(S, c, axis=1, positive=True))
+                kept[side][0].append(r + s)
+                kept[side][1].append(j)
+                kept[side][2].append(S[r, j])
+                del S
+            del co
+
+        def top(side):  # row r holds the kept entries of row r of s (rows) or of s^T (cols)
+            r, j, v = (np.concatenate(a) for a in kept.pop(side))
+            return sp.csr_matrix((v, (r, j)), shape=(N, N))
+
+        cols = top("cols").T.tocsr() if "cols" in kept else None  # s_ij for i in N_k(j)
+        rows = top("rows") if "rows" in kept else None  # s_ij for j in N_k'(i)
+        Sp = rows if cols is None else cols if rows is None else cols.multiply(rows > 0).tocsr()
+        Sp.sort_indices()
+        row_norm, denom = np.zeros(N), np.zeros(N)
+        for s in range(0, N, B):
+            D = Sp[s:s + B].toarray()
+            rn = np.sqrt((D * D).sum(axis=1))
+            denom[s:s + B] = np.divide(D, rn[:, None], out=np.zeros_like(D), where=rn[:, None] > 0).sum(axis=1)
+            row_norm[s:s + B] = rn
+            del D
+        rn = np.repeat(row_norm, np.diff(Sp.indptr))
+        S2 = sp.csr_matrix((np.divide(Sp.data, rn, out=np.zeros_like(Sp.data), where=rn > 0), Sp.indices, Sp.indptr),
+                           shape=(N, N))  # Eq. 29
+        return S2, denom
 
     def _score(self, users):
         if self._S_T is not None:
@@ -269,6 +421,11 @@ class ItemKNN(Recommender):
 
     def _score_items(self, users, items):
         Xu = self.X_[users]
+        if sp.issparse(self.similarity_):
+            num = (Xu @ self._S_T).tocsr()  # (b, N) sparse: sum_{j in H_u} s''_{ij}
+            rows = np.repeat(np.arange(users.size), items.shape[1])
+            vals = np.asarray(num[rows, items.ravel()]).reshape(items.shape)
+            return vals / self._denom[items]
         out = np.empty(items.shape)
         for b in range(users.size):
             hist = Xu.indices[Xu.indptr[b]:Xu.indptr[b + 1]]
@@ -321,11 +478,22 @@ class EASE(Recommender):
     r"""EASE (Steck 2019, Eq. 8): with the Gram matrix :math:`G = X^\top X` and
     :math:`P = (G + \lambda I)^{-1}`, the item-item weights are
     :math:`B = I - P\,\mathrm{diag}(1/\mathrm{diag}(P))` (so :math:`\mathrm{diag}(B) = 0`), and
-    :math:`\hat y(u, \cdot) = x_u B`. ``lam`` is :math:`\lambda`."""
+    :math:`\hat y(u, \cdot) = x_u B`. ``lam`` is :math:`\lambda`.
 
-    _dense_item_matrices = 3
+    The fit holds one dense :math:`N\times N` float64 matrix (:math:`8 N^2` bytes): :math:`G` is
+    written into it in blocks of columns (:meth:`gram_columns` at once), LAPACK's ``dpotrf`` and
+    ``dpotri`` overwrite it with the Cholesky factor and then :math:`P`, and :math:`B` is formed in
+    place. Above :data:`SINGLE_THREAD_ITEMS` items the factorisation and inverse run on one BLAS
+    thread (``threadpoolctl``): OpenBLAS's multi-threaded ``dpotrf`` crashed on such matrices."""
+
+    _dense_item_matrices = 1
 
     name = "ease"
+    #: Above this many items the Cholesky factorisation and inverse run on one BLAS thread.
+    SINGLE_THREAD_ITEMS = 12_000
+    #: The most bytes one block of columns of the Gram matrix takes (sparse product and dense copy).
+    BLOCK_BYTES = 64 * 2**20
+    _BLOCK_CELL_BYTES = 24
 
     def __init__(self, lam: float = 500.0):
         self.lam = check_real(lam, "lam", low=0.0, low_open=True)
@@ -333,15 +501,54 @@ class EASE(Recommender):
     def _params(self):
         return {"lam": self.lam}
 
-    def _fit(self, X):
-        from scipy.linalg import cho_factor, cho_solve
+    def gram_columns(self, n_items: int) -> int:
+        """Columns of :math:`G` computed at once on ``n_items`` items: those ``BLOCK_BYTES`` holds at
+        24 bytes a cell, at most a sixteenth of the catalogue (so the block adds at most 3/16 of the
+        matrix), at least 1."""
+        return int(max(1, min(-(-n_items // 16), self.BLOCK_BYTES // (self._BLOCK_CELL_BYTES * n_items))))
 
-        G = gram(X)
-        G[np.diag_indices_from(G)] += self.lam
-        P = cho_solve(cho_factor(G, lower=False, check_finite=False), np.eye(G.shape[0]), check_finite=False)
-        B = -P / np.diag(P)[None, :]
-        np.fill_diagonal(B, 0.0)
-        self.B_ = B
+    def item_matrix_bytes(self, n_items: int) -> float:
+        return self.dense_item_bytes(n_items) + self._BLOCK_CELL_BYTES * float(n_items) * self.gram_columns(n_items)
+
+    def item_matrix_text(self) -> str:
+        return "one dense N x N matrix and a block of its columns"
+
+    def _fit(self, X):
+        from contextlib import nullcontext
+
+        from scipy.linalg.lapack import dpotrf, dpotri
+
+        N = self.n_items_
+        A = np.empty((N, N), order="F")  # column-major, as LAPACK overwrites it in place
+        Xc = X.tocsc()
+        XT = Xc.T.tocsr()
+        step = self.gram_columns(N)
+        for s in range(0, N, step):
+            A[:, s:s + step] = (XT @ Xc[:, s:s + step]).toarray()
+        A[np.diag_indices(N)] += self.lam
+        if N > self.SINGLE_THREAD_ITEMS:
+            from threadpoolctl import threadpool_limits
+
+            limit = threadpool_limits(1, "blas")
+        else:
+            limit = nullcontext()
+        with limit:
+            c, info = dpotrf(A, lower=0, clean=0, overwrite_a=1)
+            if info != 0:  # pragma: no cover - G + lam I is positive definite for lam > 0
+                raise ValueError(f"EASE: the Cholesky factorisation of G + lam I failed (LAPACK info {info})")
+            P, info = dpotri(c, lower=0, overwrite_c=1)
+        if info != 0:  # pragma: no cover
+            raise ValueError(f"EASE: inverting G + lam I failed (LAPACK info {info})")
+        # dpotri leaves P in the upper triangle: mirror it into the lower one, a block of columns at a time
+        for s in range(0, N, step):
+            e = min(N, s + step)
+            D = P[s:e, s:e]
+            P[s:e, s:e] = np.triu(D) + np.triu(D, 1).T
+            P[e:, s:e] = P[s:e, e:].T
+        d = np.diag(P).copy()
+        P /= -d[None, :]  # B = I - P diag(1/diag P), off the diagonal -P_ij / P_jj
+        P[np.diag_indices(N)] = 0.0
+        self.B_ = P
 
     def _score(self, users):
         return np.asarray(self.X_[users] @ self.B_)
