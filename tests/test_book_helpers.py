@@ -96,3 +96,45 @@ def test_paired_difference_against_a_hand_computation():
     assert book.paired_difference(a + 0.01, a + rng.normal(size=50))["sign"] == 0
     with pytest.raises(ValueError, match="same repeats"):
         book.paired_difference([1, 2, 3], [1, 2])
+
+
+def test_glue_sends_myst_nb_s_message_without_importing_nbformat(monkeypatch):
+    """itemsampling.book.glue (what the chapters, record, record_text and the exercises' checks glue with) sends
+    the display message of myst_nb.glue, for each kind of value the chapters glue, shown or not; and gluing
+    imports neither nbformat nor jsonschema (in a fresh interpreter: the kernel's cost it saves)."""
+    import subprocess
+    import sys
+
+    import IPython.display
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import myst_nb.ext.glue
+    import pandas as pd
+    from IPython.display import Markdown
+    from myst_nb import glue as myst_glue
+
+    from itemsampling.book import glue
+
+    sent = {"ours": [], "myst": []}
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: sent["ours"].append((a, k)))
+    monkeypatch.setattr(myst_nb.ext.glue, "ipy_display", lambda *a, **k: sent["myst"].append((a, k)))
+    fig, _ = plt.subplots()
+    values = [3, 0.125, np.float64(2.5), "text", Markdown("**1,234 items**"), pd.DataFrame({"a": [1, 2]}), fig,
+              [1, 2]]
+    for value in values:
+        for display in (True, False):
+            glue("name", value, display=display)
+            myst_glue("name", value, display=display)
+    plt.close(fig)
+    assert len(sent["ours"]) == len(sent["myst"]) == 2 * len(values)
+    assert sent["ours"] == sent["myst"]
+    assert sent["ours"][3][0][0] == {"application/papermill.record/text/plain": "0.125"}
+    assert sent["ours"][3][1] == {"raw": True, "metadata": {"scrapbook": {
+        "name": "name", "mime_prefix": "application/papermill.record/"}}}
+    code = ("import sys; from itemsampling.book import glue, record_text; glue('x', 1, display=False); "
+            "record_text('y', 'a sentence'); print(sorted({'nbformat', 'jsonschema', 'myst_nb'} & set(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout

@@ -365,3 +365,45 @@ def test_html_page_has_the_glued_values_of_the_rerun(tmp_path):
     # results.json is readable like the run's other outputs (mkstemp would leave it 0600)
     modes = {p.name: p.stat().st_mode & 0o777 for p in (out / "results.json", out / "nb.ipynb", out / "nb.html")}
     assert len(set(modes.values())) == 1 and modes["results.json"] & 0o044 == 0o044, modes
+
+
+def test_the_page_built_in_this_process_is_the_child_process_page(tmp_path):
+    """render_html builds the page in the caller's process by default; the page and every asset it writes are
+    byte for byte those of ``jupyter-book build`` in a child process (``in_process=False``), built twice in one
+    process too (no state of the first build leaks into the second); a build that fails in the process raises
+    with the build's log and leaves the working folder as it was."""
+    import filecmp
+    import os
+    import shutil
+    from pathlib import Path
+
+    from itemsampling.run import render_html
+
+    run_notebook(_nb(tmp_path, GLUED), {"n_items": 1234567}, tmp_path / "run", progress=False)
+    ipynb = tmp_path / "run" / "nb.ipynb"
+    outs = {}
+    for key, here in (("child", False), ("here", True), ("here again", True)):
+        outs[key] = tmp_path / key.replace(" ", "-")
+        outs[key].mkdir()
+        assert render_html(ipynb, outs[key], in_process=here) == outs[key] / "nb.html"
+
+    def files(folder):
+        return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+    assert "The catalog has 1,234,567 items" in re.sub(r"<[^>]+>", "", (outs["here"] / "nb.html").read_text())
+    for key in ("here", "here again"):
+        assert files(outs[key]) == files(outs["child"])
+        _, differ, errors = filecmp.cmpfiles(outs["child"], outs[key], files(outs["child"]), shallow=False)
+        assert differ == [] and errors == [], (key, differ, errors)
+    repo = tmp_path / "repo"
+    (repo / "book").mkdir(parents=True)
+    root = Path(__file__).resolve().parents[1]
+    shutil.copy(root / "_config.yml", repo / "_config.yml")
+    config = (repo / "_config.yml").read_text()
+    assert "- itemsampling.handout" in config
+    (repo / "_config.yml").write_text(config.replace("- itemsampling.handout", "- no_such_extension_x"))
+    (tmp_path / "broken").mkdir()
+    here = os.getcwd()
+    with pytest.raises(RuntimeError, match=r"(?s)rendering nb.ipynb as HTML failed:.*no_such_extension_x"):
+        render_html(ipynb, tmp_path / "broken", repo=repo)
+    assert os.getcwd() == here

@@ -3,8 +3,8 @@
 Every chapter records its headline numbers with :func:`record`. When a notebook runs through
 ``python -m itemsampling.run`` (or the notebook tests), the runner sets the environment variable
 ``ITEMSAMPLING_RESULTS`` to a JSON file and every recorded value is written there; inside the
-rendered book the value is also *glued* (``myst_nb.glue``) so prose can quote it with
-``{glue:text}`name:.3f```.
+rendered book the value is also *glued* (:func:`glue`, ``myst_nb.glue``'s message without its
+imports; the chapters glue with it too) so prose can quote it with ``{glue:text}`name:.3f```.
 
 Every verdict the book prints ("larger than", "cannot be told apart", "equivalent within", "k of m
 rows", an order "X > Y = Z") comes from the functions at the end of this module and is glued:
@@ -27,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ._glue import glue
 from ._validation import as_float_array, check_bool, check_int, check_real
 
-__all__ = ["record", "record_text", "recorded", "to_jsonable", "order_string", "standard_error",
+__all__ = ["glue", "record", "record_text", "recorded", "to_jsonable", "order_string", "standard_error",
            "compare_with_paper", "paired_difference", "RESULTS_ENV", "t_quantile", "mean_interval", "Interval",
            "Verdict", "VerdictRefused", "compare_means", "holm", "count_verdict", "match_table", "fmt_vs",
            "fmt_bound", "order_verdict", "p_value", "variance_p_value", "holm_signs", "coverage_verdict", "share_verdict"]
@@ -81,8 +82,6 @@ def record(name: str, value):
     if path:
         _write_record(Path(path), name, jv)
     try:  # glue into the rendered book, silently (display=False)
-        from myst_nb import glue
-
         if isinstance(jv, (int, float)):
             glue(name, jv, display=False)
     except Exception:  # pragma: no cover - myst_nb missing or not in a kernel
@@ -167,7 +166,6 @@ def record_text(name: str, text: str) -> str:
     record(name, text)
     try:
         from IPython.display import Markdown
-        from myst_nb import glue
 
         glue(name, Markdown(text), display=False)
     except Exception:  # pragma: no cover - myst_nb missing or not in a kernel

@@ -370,7 +370,36 @@ class _KernelStderr:
 _ASSETS = ("_static", "_images", "_sphinx_design_static", "book", "_sources")  # _sources: the .ipynb download
 
 
-def render_html(ipynb, out=None, repo=None, name: str | None = None, timeout: int = 600) -> Path:
+def _build_book_here(book: Path) -> tuple[int, str]:
+    """``jupyter-book build BOOK --quiet`` in this process (what :func:`render_html` runs in a child
+    process with ``in_process=False``): its exit status and everything it printed. Sphinx keeps
+    docutils' registries within the build (``docutils_namespace``); the working folder is the
+    book's during the build, as for the child process, and restored after it."""
+    import contextlib
+    import traceback
+
+    from jupyter_book.cli.main import main as jupyter_book
+
+    log = io.StringIO()
+    here = os.getcwd()
+    try:
+        os.chdir(book)
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            try:
+                jupyter_book(["build", str(book), "--quiet"], standalone_mode=False)
+                returncode = 0
+            except SystemExit as exc:   # the command's sys.exit(status) after a failed build
+                returncode = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
+            except Exception:           # a failed build raises (jupyter_book's _error)
+                traceback.print_exc(file=log)
+                returncode = 1
+    finally:
+        os.chdir(here)
+    return returncode, log.getvalue()
+
+
+def render_html(ipynb, out=None, repo=None, name: str | None = None, timeout: int = 600,
+                in_process: bool = True) -> Path:
     """Render an executed notebook as one HTML page with its glued numbers filled in.
 
     Builds a throwaway Jupyter Book holding the notebook (as root page) and the references page,
@@ -380,6 +409,11 @@ def render_html(ipynb, out=None, repo=None, name: str | None = None, timeout: in
     ``_sphinx_design_static``, ``book`` (the references page) and ``_sources`` (the notebook the page offers
     for download, its Markdown as plain Markdown) beside it, and returns the
     page's path. Raises ``RuntimeError`` with the end of the build log when the build fails.
+
+    The book is built in this process (``in_process``, the default: Jupyter Book's and Sphinx's
+    imports, several seconds, are paid once per process, not once per page) or, with
+    ``in_process=False``, by ``jupyter-book build`` in a child process stopped after ``timeout``
+    seconds; both write the same page (``tests/test_runner.py`` compares them byte for byte).
     """
     ipynb = Path(ipynb).resolve()
     out = Path(out).resolve() if out is not None else ipynb.parent
@@ -408,14 +442,17 @@ def render_html(ipynb, out=None, repo=None, name: str | None = None, timeout: in
             toc["chapters"] = [{"file": "book/references"}]
         (book / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
         shutil.copy(ipynb, book / f"{stem}.ipynb")
-        cmd = [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
-               "build", str(book), "--quiet"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=book)
+        if in_process:
+            returncode, log = _build_book_here(book)
+        else:
+            cmd = [sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
+                   "build", str(book), "--quiet"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=book)
+            returncode, log = proc.returncode, proc.stdout + proc.stderr
         html = book / "_build" / "html"
         page = html / f"{stem}.html"
-        if proc.returncode != 0 or not page.exists():
-            log = (proc.stdout + proc.stderr)[-3000:]
-            raise RuntimeError(f"rendering {ipynb.name} as HTML failed:\n{log}")
+        if returncode != 0 or not page.exists():
+            raise RuntimeError(f"rendering {ipynb.name} as HTML failed:\n{log[-3000:]}")
         for name in _ASSETS:
             if (html / name).exists():
                 shutil.rmtree(out / name, ignore_errors=True)
