@@ -41,6 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._glue import glue
+
 __all__ = ["check", "exercise_title", "digits_tolerance", "plain_markdown", "myst_markup", "glue_values", "reader_notebook",
            "WrongAnswer", "NotAnswered", "NOT_ANSWERED", "run_exercises", "classroom_notebook",
            "write_classroom_notebooks", "executed_chapter", "chapter_namespace", "read_notebook", "exercise_start",
@@ -311,8 +313,6 @@ def _record_check(label: str, expected, rtol: float, digits: int | None) -> None
         return   # an expected value with no digest (an arbitrary object): nothing to hand out
     _CHECKS[label] = {"spec": spec, "expected": expected}
     if _in_kernel():
-        from ._glue import glue
-
         glue(DIGEST_GLUE_PREFIX + label, json.dumps(spec), display=False)
 
 
