@@ -63,6 +63,8 @@ def main(argv=None) -> int:
     p.add_argument("--pilot-users", type=int, default=3000)
     p.add_argument("--sizes", type=int, nargs="+", default=[100])
     p.add_argument("--n-sim", type=int, default=20)
+    p.add_argument("--target", choices=("population", "test-users"), default="population",
+                   help="what the plan's half-widths are for (plan --target; estimate keeps its default)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     rng = np.random.default_rng(a.seed)
@@ -85,7 +87,8 @@ def main(argv=None) -> int:
         plan = plan_evaluation(N, M, "recall", 10, margin=None if a.budget else a.margin,
                                budget=a.budget * M * N if a.budget else None, pilot=pilot["rank"].to_numpy(), sample_size=100,
                                pools=pilot["n_items"].to_numpy(), sizes=a.sizes, estimators=("mle",), n_sim=a.n_sim,
-                               rng=a.seed)
+                               rng=a.seed, target=a.target)
+    out["target"] = a.target
     out["seconds"]["plan"] = time.perf_counter() - t
     print(f"pilot {out['seconds']['pilot']:.1f} s, plan {out['seconds']['plan']:.1f} s", flush=True)
     print(format_plan(plan), flush=True)

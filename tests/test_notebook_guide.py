@@ -193,7 +193,8 @@ def test_planning_section(results):
     from itemsampling.plan import plan_evaluation
 
     plan = plan_evaluation(PARAMS["plan_items"], PARAMS["plan_users"], "recall", 10, margin=PARAMS["plan_margin"],
-                           rng=PARAMS["seed"], prior=(0.5, 3.0), sizes=PARAMS["plan_sizes"], n_sim=PARAMS["plan_sim"])
+                           rng=PARAMS["seed"], prior=(0.5, 3.0), sizes=PARAMS["plan_sizes"], n_sim=PARAMS["plan_sim"],
+                           target="test-users")
     table = results["guide_plan_table"]
     assert results["guide_plan_designs"] == len(plan.designs) == len(table)
     want = sorted((d.label, d.half_width) for d in plan.designs)
@@ -226,7 +227,7 @@ def test_planning_from_a_pilot_of_a_known_population(results):
     low = sample_ranks(R[:PARAMS["plan_pilot_users"]], N, PARAMS["sample_size"], rng=g)
     pilot = sample_ranks(R[:PARAMS["plan_pilot_users"]], N, PARAMS["plan_pilot_size"], rng=g)
     kw = dict(margin=margin, pilot=pilot, sample_size=PARAMS["plan_pilot_size"], rng=PARAMS["seed"],
-              sizes=PARAMS["plan_pilot_sizes"], n_sim=PARAMS["plan_sim"])
+              sizes=PARAMS["plan_pilot_sizes"], n_sim=PARAMS["plan_sim"], target="test-users")
     plans = {"robust": plan_evaluation(N, M, "recall", 10, **kw),
              "single": plan_evaluation(N, M, "recall", 10, pilot_fits="mle", **kw)}
     assert plans["robust"].unresolved == "" and all(d.identified for d in plans["robust"].designs)

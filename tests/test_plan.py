@@ -28,6 +28,10 @@ def test_user_sampling_size_is_tors_eq_46_47_for_a_large_population():
     # p = 0.5 (sd 0.5): TORS Eq. 47's 1,067 users (1,068 rounding up) at e = 0.03, 9,604 at 0.01
     assert _users_for_margin(0.5, 10**12, Z95, 0.03) == users.sample_size(0.03) == 1068
     assert _users_for_margin(0.5, 10**12, Z95, 0.01) == users.sample_size(0.01) == 9604
+    # the population target: no finite-population correction (TORS Eq. 46 as it stands), capped at M
+    assert _users_for_margin(0.5, 5551, Z95, 0.01, "population") == 5551
+    assert _users_for_margin(0.5, 20000, Z95, 0.01, "population") == 9604
+    assert _user_half_width(0.4, 1000, 1000, Z95, "population") == pytest.approx(Z95 * 0.4 / math.sqrt(1000))
     # the finite-population correction: all M users give 0, and m meets the margin, m - 1 does not
     assert _user_half_width(0.4, 1000, 1000, Z95) == 0.0
     m = _users_for_margin(0.4, 1000, Z95, 0.03)
@@ -50,14 +54,21 @@ def test_beta_rank_distribution():
     assert mean_fraction == pytest.approx(0.5 / 3.5, abs=2e-3)
 
 
-def _realised(P, design, n_runs, seed, method="mle", metric="recall", k=10):
-    """Run a design n_runs times on one simulated population of M users; 95% quantile of |error|."""
+def _realised(P, design, n_runs, seed, method="mle", metric="recall", k=10, target="test-users"):
+    """Run a design n_runs times on one simulated set of M users (target "test-users": the error about their
+    own metric) or on a fresh set each run (target "population": about the metric under P, exact); 95%
+    quantile of |error|."""
     rng = np.random.default_rng(seed)
     R = 1 + rng.choice(N, size=M, p=P)
     F = metric_function(metric, k, N)
-    T = float(F(R).mean())
+    T = float(F(R).mean()) if target == "test-users" else float(F(np.arange(1, N + 1)) @ P)
     errs = []
     for _ in range(n_runs):
+        if target == "population":
+            R = 1 + rng.choice(N, size=M, p=P)
+        if design.design == "full ranking":
+            errs.append(float(F(R).mean()) - T)
+            continue
         if design.design == "user sampling":
             errs.append(float(F(rng.choice(R, size=design.users, replace=False)).mean()) - T)
             continue
@@ -68,28 +79,38 @@ def _realised(P, design, n_runs, seed, method="mle", metric="recall", k=10):
     return float(np.quantile(np.abs(errs), 0.95))
 
 
-def test_predicted_half_widths_match_realised_errors():
-    """The plan's half-widths for user sampling, item sampling and user + item sampling against the
-    95% quantile of the errors of 150 runs of each design on a fresh population drawn from the
-    same rank distribution; agreement within 30% (the Monte Carlo error of a 95% quantile from
-    150 runs is about 10%, of the plan's own 40 simulated runs about 15%)."""
+@pytest.mark.parametrize("target", ["test-users", "population"])
+def test_predicted_half_widths_match_realised_errors(target):
+    """The plan's half-widths for user sampling, item sampling and user + item sampling (and, for the
+    population, full ranking) against the 95% quantile of the errors of 150 runs of each design on
+    users drawn from the same rank distribution, about the target's metric; agreement within 30% (the
+    Monte Carlo error of a 95% quantile from 150 runs is about 10%, of the plan's own 40 simulated runs
+    about 15%)."""
     prior = (0.5, 3.0)
     plan = plan_evaluation(N, M, "recall", 10, margin=0.05, rng=0, prior=prior, sizes=(50,), estimators=("mle",),
-                           adaptive=(25, 50), n_sim=40)
+                           adaptive=(25, 50), n_sim=40, target=target)
+    assert plan.target == target
     P = beta_rank_distribution(N, *prior)
     picked = {}
+    kinds = ("user sampling", "item sampling", "user + item sampling") + (("full ranking",) if target == "population"
+                                                                          else ())
     for d in plan.designs:
         key = (d.design, d.users)
-        if d.design in ("user sampling", "item sampling", "user + item sampling") and key not in picked:
+        if d.design in kinds and key not in picked:
             picked[key] = d
-    assert {k[0] for k in picked} == {"user sampling", "item sampling", "user + item sampling"}
+    assert {k[0] for k in picked} == set(kinds)
     for i, d in enumerate(picked.values()):
-        real = _realised(P, d, 150, seed=10 + i)
+        real = _realised(P, d, 150, seed=10 + i, target=target)
         assert d.half_width == pytest.approx(real, rel=0.3), (d.label, d.half_width, real)
+    full = plan.designs[0]
+    if target == "test-users":
+        assert full.half_width == 0.0
+    else:  # the M users' own sampling error: z sd / sqrt(M), sd the simulated users' per-user spread
+        assert full.half_width == pytest.approx(Z95 * plan.user_sd / math.sqrt(M), rel=1e-12)
 
 
 def test_choice_rules_and_reproducibility():
-    kw = dict(rng=3, sizes=(20, 50), estimators=("mle", "bv"), adaptive=(20, 40), n_sim=10)
+    kw = dict(rng=3, sizes=(20, 50), estimators=("mle", "bv"), adaptive=(20, 40), n_sim=10, target="test-users")
     a = plan_evaluation(N, M, "ndcg", 10, margin=0.04, **kw)
     b = plan_evaluation(N, M, "ndcg", 10, margin=0.04, **kw)
     assert [d.half_width for d in a.designs] == [d.half_width for d in b.designs]
@@ -189,7 +210,8 @@ def test_pilot_half_width_is_the_worst_case_over_the_plausible_fits(tmp_path, ca
     in to_dict, in the printed plan and in --json; one seed, one plan."""
     Ni, Mi = 1000, 600
     _, r = _pilot("0.6", Ni, 300, 50, 2)
-    kw = dict(margin=0.05, pilot=r, sample_size=50, sizes=(20,), estimators=("mle", "bv"), adaptive=(20, 40), n_sim=5)
+    kw = dict(margin=0.05, pilot=r, sample_size=50, sizes=(20,), estimators=("mle", "bv"), adaptive=(20, 40), n_sim=5,
+              target="test-users")
     plan = plan_evaluation(Ni, Mi, "recall", 10, rng=5, **kw)
     sel = AutoSelection([], [], ())
     fits = plausible_fits(r, Ni, 50, True, None, sel)
@@ -294,9 +316,10 @@ def test_a_pilot_below_the_resolution_identifies_only_designs_that_do_not_rest_o
     chosen design's sampled_ranks call is printed."""
     Ni, Mi = 1000, 600
     _, r = _pilot("0.6", Ni, 300, 50, 2)
-    kw = dict(pilot=r, sample_size=50, rng=5, sizes=(20,), estimators=("bv",), adaptive=(20, 20), n_sim=5)
+    kw = dict(pilot=r, sample_size=50, rng=5, sizes=(20,), estimators=("bv",), adaptive=(20, 20), n_sim=5,
+              target="test-users")
     plan = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, **kw)
-    m = worst_case_users("recall", 10, Mi, 0.2)
+    m = worst_case_users("recall", 10, Mi, 0.2, target="test-users")
     assert m == _users_for_margin(0.5, Mi, Z95, 0.2) and 2 <= m < Mi // 16
     worst = [d for d in plan.designs if d.worst_case is not None and d.design == "user sampling"]
     assert sorted(d.users for d in worst) == sorted({m, Mi // 16, Mi // 4, Mi // 2})
@@ -320,13 +343,25 @@ def test_a_pilot_below_the_resolution_identifies_only_designs_that_do_not_rest_o
     below = plan_evaluation(Ni, Mi, "recall", 10, budget=m * Ni - 1, **kw)
     assert below.chosen is None and "No design the pilot identifies fits within" in format_plan(below)
     prior = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, rng=5, prior=(0.6, 3.0), sizes=(20,),
-                            estimators=("bv",), adaptive=(20, 20), n_sim=5)
+                            estimators=("bv",), adaptive=(20, 20), n_sim=5, target="test-users")
     assert prior.unresolved == "" and all(d.identified for d in prior.designs)
     both = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, compare=(1.0, 3.0), **kw)
     m2 = _users_for_margin(math.sqrt(0.5), Mi, Z95, 0.2)
     assert both.unresolved == plan.unresolved.replace("0.25", "0.5") and both.chosen.worst_case == "variance <= 0.5"
     wc = [d for d in both.designs if d.design == "user sampling" and d.worst_case is not None and d.half_width <= 0.2]
-    assert min(d.users for d in wc) == m2 == worst_case_users("recall", 10, Mi, 0.2, compare=True)
+    assert min(d.users for d in wc) == m2 == worst_case_users("recall", 10, Mi, 0.2, compare=True, target="test-users")
+    # the population's metric (estimate's default interval): user sampling without the finite-population
+    # correction (TORS Eq. 46-47: ceil(1.96^2 / 4 / 0.2^2) = 25 users) and full ranking's own user error by the
+    # same worst case, z 0.5 / sqrt(M), identified
+    pop = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, **{**kw, "target": "population"})
+    mp = worst_case_users("recall", 10, Mi, 0.2)
+    assert mp == math.ceil(Z95**2 * 0.25 / 0.2**2) == 25 and mp > m
+    assert pop.chosen.worst_case is not None and pop.chosen.users == mp
+    assert pop.designs[0].half_width == pytest.approx(Z95 * 0.5 / math.sqrt(Mi), rel=1e-12)
+    assert pop.designs[0].identified and pop.designs[0].worst_case == "variance <= 0.25"
+    for d in pop.designs:
+        if d.design == "user sampling" and d.worst_case is not None:
+            assert d.half_width == pytest.approx(Z95 * 0.5 / math.sqrt(d.users), rel=1e-12)
     assert min(d.cost for d in wc) == 2 * m2 * Ni
     # the cheapest identified design: here the resolving fixed size n = 201 on a worst-case user sample
     assert both.chosen == min([d for d in both.designs if d.identified and d.half_width <= 0.2],
@@ -339,9 +374,10 @@ def test_a_pilot_below_the_resolution_identifies_only_designs_that_do_not_rest_o
     # the command searches the adaptive ladders that resolve K (no --adaptive option): the API's plan, the same call
     cli_plan = plan_evaluation(Ni, Mi, "recall", 10, margin=0.2, pilot=r, sample_size=50, rng=5, sizes=(20,),
                                estimators=("bv",), n_sim=5)
-    assert cli_plan.chosen.identified and cli_plan.chosen.cost < plan.chosen.cost  # cheaper than worst-case users
+    assert cli_plan.chosen.identified and cli_plan.chosen.cost < pop.chosen.cost  # cheaper than worst-case users
     assert out.count("Not identified: ") == 1 and f"table = {cli_plan.chosen.call}" in out
-    assert f"user sampling, {m} users fully ranked (worst case: variance <= 0.25)" in out  # still listed
+    assert f"user sampling, {mp} users fully ranked (worst case: variance <= 0.25)" in out  # still listed
+    assert "95% half-widths for the metric of the population the users come from" in out  # the default target
 
 
 def test_adaptive_designs_are_judged_at_their_own_resolution():
@@ -400,8 +436,9 @@ def test_worst_case_user_sampling_size_against_a_simulation():
     assert worst_case_user_bound("ap", 5, compare=True) == ("hoeffding", 2.0)
     g = np.random.default_rng(0)
     Mp, e, reps = 4000, 0.03, 20_000
-    m = worst_case_users("recall", 10, Mp, e)
+    m = worst_case_users("recall", 10, Mp, e, target="test-users")
     assert m == _users_for_margin(0.5, Mp, Z95, e) and 800 < m < 1068
+    assert worst_case_users("recall", 10, Mp, e) == 1068  # the population's metric: Eq. 47 as it stands
     for p, exact in ((0.5, True), (0.1, False)):
         good = int(p * Mp)
         hits = g.hypergeometric(good, Mp - good, m, size=reps)  # users who hit among m drawn without replacement
@@ -413,7 +450,7 @@ def test_worst_case_user_sampling_size_against_a_simulation():
     # fewer users at p = 1/2 miss: m / 2 users cover clearly less than 95%
     hits = g.hypergeometric(Mp // 2, Mp // 2, m // 2, size=reps)
     assert np.mean(np.abs(hits / (m // 2) - 0.5) <= e) < 0.9
-    mh = worst_case_users("ndcg", 10, Mp, e)
+    mh = worst_case_users("ndcg", 10, Mp, e, target="test-users")
     assert mh == min(2050, Mp)
     two_point = np.r_[np.ones(Mp // 2), np.zeros(Mp // 2)]
     spread = 1.0 / np.log2(1 + g.integers(1, 40, Mp))  # NDCG-like values in (0, 1]

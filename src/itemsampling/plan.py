@@ -1,19 +1,27 @@
 r"""Plan an evaluation before running it: which design, how many users, how many sampled items.
 
-:func:`plan_evaluation` predicts, for every design, the half-width of the interval of the global
-metric :math:`T = \frac1M\sum_u F(R_u)` over the :math:`M` users (or of the difference of two
-models' metrics with ``compare``) and the cost in *item scorings* (one model score of one item for
-one user), then picks the cheapest design that meets ``margin`` or the most accurate one within
+:func:`plan_evaluation` predicts, for every design, the half-width of the interval of a metric (or of the
+difference of two models' metrics with ``compare``) and the cost in *item scorings* (one model score of one
+item for one user), then picks the cheapest design that meets ``margin`` or the most accurate one within
 ``budget``.
 
-Designs (the target is always :math:`T` over all :math:`M` users):
+**What the interval is for** (``target``, :data:`TARGETS`), as in ``estimate``: ``"test-users"``, the
+:math:`M` users' own metric :math:`T = \frac1M\sum_u F(R_u)`; ``"population"`` (the default, as
+``estimate``'s default interval, the user bootstrap), the metric :math:`\mathbb E\,F(R)` of the population
+the :math:`M` users were drawn from. The designs' errors about :math:`T` below are the same for both; the
+population target adds :math:`T`'s own error about :math:`\mathbb E\,F(R)`, variance :math:`\sigma^2/M`,
+uncorrelated with the item sampling (which is drawn given the users), and samples users without the
+finite-population correction (:math:`\sigma^2/m`), so that a plan's half-width is a prediction of the
+interval ``estimate`` prints at its defaults, not of a narrower one. The designs, for :math:`T`:
 
-* **full ranking** of every user: :math:`T` exactly (half-width 0); cost :math:`MN`.
+* **full ranking** of every user: :math:`T` exactly (half-width 0; for the population
+  :math:`z\sigma/\sqrt M`); cost :math:`MN`.
 * **user sampling**: :math:`m` users drawn without replacement, fully ranked. TORS Eq. 46-47 give
   :math:`m_0 = \sigma^2 (z_{\alpha/2}/e)^2` for a proportion (:math:`\sigma^2 = p(1-p)`); here
   :math:`\sigma^2` is the variance of :math:`F(R_u)` over the users (any metric) and, since the
   :math:`m` users come from a finite population of :math:`M`, the half-width is
-  :math:`z\,\sigma\sqrt{(M-m)/(m(M-1))}` (finite-population correction, so :math:`m = M` gives 0).
+  :math:`z\,\sigma\sqrt{(M-m)/(m(M-1))}` (finite-population correction, so :math:`m = M` gives 0; for the
+  population :math:`z\sigma/\sqrt m`).
   With ``compare`` the per-user variance is that of :math:`F(R^A_u) - F(R^B_u)` under independent
   models, the assumption of TORS Eq. 51-52. Cost :math:`mN`.
 * **item sampling**: every user, :math:`n` sampled items (target included), one estimator. The
@@ -45,7 +53,7 @@ Designs (the target is always :math:`T` over all :math:`M` users):
 * **user + item sampling**: :math:`m` of the :math:`M` users, :math:`n` items each. The error is
   the item-sampling error on :math:`m` users, variance :math:`V M/m` (per-user noise averaged over
   :math:`m` instead of :math:`M` users), bias :math:`b`, plus the user-sampling error, variance
-  :math:`\sigma^2 (M-m)/(m(M-1))`, the two uncorrelated (the second is fixed by which users are
+  :math:`\sigma^2 (M-m)/(m(M-1))` (:math:`\sigma^2/m` for the population), the two uncorrelated (the second is fixed by which users are
   drawn, the first has mean :math:`b` whichever they are). Cost :math:`mn`. Only
   :math:`m \ge M/4` is offered: on fewer users the estimators' errors stop scaling as
   :math:`1/m` (a bounded estimate from few sampled ranks) and :math:`VM/m` overstates them.
@@ -102,7 +110,7 @@ chosen by the usual rule among themselves:
 * full ranking;
 * **user sampling sized by the worst case** (:func:`worst_case_user_bound`, :func:`worst_case_users`),
   which needs no rank distribution at all: per-user variance :math:`\le 1/4` for Recall / HR (TORS
-  Eq. 45-47 at :math:`p = 1/2`, with the finite-population correction), Hoeffding's bound (Eq. 48) for
+  Eq. 45-47 at :math:`p = 1/2`, with the finite-population correction for the test users), Hoeffding's bound (Eq. 48) for
   NDCG, AP and AUC, bounded in :math:`[0, 1]`; at the margin's size and at :math:`M/16, M/4, M/2`
   (:attr:`Design.worst_case` names the bound);
 * **adaptive designs judged at their own resolution**: one whose :math:`n_{max}` resolves :math:`K`
@@ -152,7 +160,7 @@ from .users import hoeffding_margin
 
 __all__ = ["Design", "EvaluationPlan", "plan_evaluation", "beta_rank_distribution", "normal_error_quantile",
            "pilot_resolves", "resolving_pilot_size", "worst_case_user_bound", "worst_case_users",
-           "DEFAULT_SIZES", "DEFAULT_ESTIMATORS", "PILOT_FITS", "expected_adaptive_size", "resolving_ladders",
+           "DEFAULT_SIZES", "DEFAULT_ESTIMATORS", "PILOT_FITS", "TARGETS", "expected_adaptive_size", "resolving_ladders",
            "design_kwargs"]
 
 #: Sampled-set sizes tried by default (those below N).
@@ -163,6 +171,9 @@ DEFAULT_ESTIMATORS = ("mle", "bv")
 #: The fits of P(R) a pilot gives (``pilot_fits``): the smooth fits of ``method="auto"`` that the pilot
 #: does not reject (each design's half-width the worst case over them), or the single nonparametric MLE fit.
 PILOT_FITS = ("plausible", "mle")
+#: What a plan's half-widths are for (``target``), as ``estimate``'s intervals: the metric of the population
+#: the users were drawn from (``estimate``'s default), or the :math:`M` users' own metric.
+TARGETS = ("population", "test-users")
 _EST_PARAMS = {"bv": {"gamma": 0.1}, "bv_mle": {"gamma": 0.1}, "bv_mes": {"gamma": 0.1}}
 
 
@@ -261,6 +272,7 @@ class EvaluationPlan:
     user_sds: dict = field(default_factory=dict)
     unresolved: str = ""
     skipped: list = field(default_factory=list)
+    target: str = "population"
 
     def to_dict(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("designs", "chosen")}
@@ -309,21 +321,37 @@ def resolving_pilot_size(n_items: int, k: int) -> int:
     return n0
 
 
-def _user_half_width(sd, m, M, z):
-    return 0.0 if m >= M else z * sd * math.sqrt((M - m) / (m * (M - 1)))
+def _check_target(target):
+    if not isinstance(target, str) or target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    return target
 
 
-def _users_for_margin(sd, M, z, margin):
-    """Fewest users m (<= M) with the user-sampling half-width <= margin (TORS Eq. 46-47 with the
-    finite-population correction)."""
+def _user_variance(sd, m, M, target="test-users"):
+    r"""Variance of the mean of :math:`m` users' values (per-user standard deviation ``sd``) about the plan's
+    ``target`` (module docstring): about the :math:`M` users' own metric, drawn without replacement,
+    :math:`\sigma^2 (M-m)/(m(M-1))` (finite-population correction, 0 at :math:`m = M`); about the
+    population's, :math:`\sigma^2/m` (TORS Eq. 45-46)."""
+    if target == "population":
+        return sd * sd / m
+    return 0.0 if m >= M else sd * sd * (M - m) / (m * (M - 1))
+
+
+def _user_half_width(sd, m, M, z, target="test-users"):
+    return z * math.sqrt(_user_variance(sd, m, M, target))
+
+
+def _users_for_margin(sd, M, z, margin, target="test-users"):
+    """Fewest users m (<= M) with the user-sampling half-width <= margin (TORS Eq. 46-47, with the
+    finite-population correction for ``target="test-users"``); M when none of the M meets it."""
     if sd == 0:
         return 1
     m0 = (z * sd / margin) ** 2
-    m = int(math.ceil(m0 / (1.0 + (m0 - 1.0) / M) * (1 - 1e-12)))
-    m = min(max(m, 1), M)
-    while m < M and _user_half_width(sd, m, M, z) > margin:
+    m = m0 if target == "population" else m0 / (1.0 + (m0 - 1.0) / M)
+    m = min(max(int(math.ceil(m * (1 - 1e-12))), 1), M)
+    while m < M and _user_half_width(sd, m, M, z, target) > margin:
         m += 1
-    while m > 1 and _user_half_width(sd, m - 1, M, z) <= margin:
+    while m > 1 and _user_half_width(sd, m - 1, M, z, target) <= margin:
         m -= 1
     return m
 
@@ -358,28 +386,30 @@ def _worst_case_text(kind: str, value: float, compare: bool) -> str:
     return f"Hoeffding, values in [{-1 if compare else 0}, 1]"
 
 
-def _worst_case_half_width(kind, value, m, M, z, confidence):
-    if m >= M:
+def _worst_case_half_width(kind, value, m, M, z, confidence, target="test-users"):
+    if m >= M and target == "test-users":
         return 0.0
     if kind == "variance":
-        return _user_half_width(value, m, M, z)
+        return _user_half_width(value, m, M, z, target)
     return hoeffding_margin(m, confidence, value)
 
 
 def worst_case_users(metric: str, k, n_users: int, margin: float, confidence: float = 0.95,
-                     compare: bool = False) -> int:
+                     compare: bool = False, target: str = "population") -> int:
     r"""Fewest of the :math:`M` users whose full ranking meets ``margin`` at ``confidence`` under the bound of
     :func:`worst_case_user_bound`, whatever the rank distribution: for a variance bound :math:`\sigma^2`,
-    TORS Eq. 46-47, :math:`m_0 = \sigma^2 (z_{\alpha/2}/e)^2`, with the finite-population correction of
-    the plan's user sampling (so 1,068 users of an infinite population for Recall at :math:`e = 0.03`, 95 %);
-    for Hoeffding (Eq. 48), :math:`m = \lceil (b-a)^2 \ln(2/\alpha) / (2e^2) \rceil`. At most :math:`M`
-    (:math:`m = M` is full ranking)."""
+    TORS Eq. 46-47, :math:`m_0 = \sigma^2 (z_{\alpha/2}/e)^2` (so 1,068 users for Recall at :math:`e = 0.03`,
+    95 %), with the finite-population correction for ``target="test-users"`` (the :math:`M` users' own
+    metric; module docstring); for Hoeffding (Eq. 48), :math:`m = \lceil (b-a)^2 \ln(2/\alpha) / (2e^2)
+    \rceil`. At most :math:`M` (:math:`m = M` is full ranking, which under ``"population"`` may still miss
+    the margin)."""
     M = check_int(n_users, "n_users", low=1)
     e = check_real(margin, "margin", low=0.0, low_open=True)
     conf = check_open_unit(confidence, "confidence", "a confidence level", ", e.g. 0.95")
+    _check_target(target)
     kind, value = worst_case_user_bound(metric, k, compare)
     if kind == "variance":
-        return _users_for_margin(value, M, float(stats.norm.ppf(1.0 - (1.0 - conf) / 2.0)), e)
+        return _users_for_margin(value, M, float(stats.norm.ppf(1.0 - (1.0 - conf) / 2.0)), e, target)
     m = math.ceil(value * value * math.log(2.0 / (1.0 - conf)) / (2.0 * e * e) * (1 - 1e-12))
     while m > 1 and hoeffding_margin(m - 1, conf, value) <= e:
         m -= 1
@@ -476,11 +506,6 @@ def _call(d: Design, N: int) -> str:
                        n_users=d.users if d.design == "user + item sampling" else None)
 
 
-def _mixed_variance(A, sd, m, M):
-    """Variance about T of an m-user, item-sampled estimate (module docstring)."""
-    return A / m - sd * sd * (m - 1) / (m * (M - 1)) if M > 1 else A / m
-
-
 def _fit_name(fa, fb=None):
     """The name of a fit (``fa``) or, with a second model, of a pair of fits."""
     return fa if fb is None else f"A:{fa}, B:{fb}"
@@ -489,7 +514,8 @@ def _fit_name(fa, fb=None):
 def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confidence=0.95, pilot=None,
                     rng=None, *, sample_size=None, prior=(0.5, 3.0), compare=None, sizes=DEFAULT_SIZES,
                     estimators=DEFAULT_ESTIMATORS, adaptive=None, n_sim: int = 20,
-                    pilot_fits: str = "plausible", pools=None, n_ladders: int = 2) -> EvaluationPlan:
+                    pilot_fits: str = "plausible", pools=None, n_ladders: int = 2,
+                    target: str = "population") -> EvaluationPlan:
     r"""Predicted half-width and cost of every design; the cheapest meeting ``margin`` or the most
     accurate within ``budget`` (module docstring for the designs and the predictions).
 
@@ -536,6 +562,12 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         requires); the rank fraction, hence the kernel and the expected cost, is the same for every pool.
     n_ladders : int
         Adaptive ladders simulated (the cheapest by expected cost; default 2).
+    target : {"population", "test-users"}
+        What the half-widths are for (:data:`TARGETS`, module docstring), as ``estimate``'s ``--target``:
+        the metric of the population the :math:`M` users were drawn from (default, the interval
+        ``estimate`` prints by default: every design adds the users' own variance, full ranking
+        included), or the :math:`M` users' own metric :math:`T` (full ranking exact, user sampling
+        with the finite-population correction).
     """
     # deferred: the estimators load scipy's solvers; the plan sub-command's parser (`--help`) does without
     from .estimators import METHODS, estimate_metrics, estimate_rank_distribution
@@ -556,6 +588,7 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         raise ValueError("give margin or budget, not both")
     n_sim = check_int(n_sim, "n_sim", low=5)
     n_ladders = check_int(n_ladders, "n_ladders", low=1)
+    target = _check_target(target)
     if pilot_fits not in PILOT_FITS:
         raise ValueError(f"pilot_fits must be one of {PILOT_FITS}, got {pilot_fits!r}")
     sizes_l = sorted({check_int(s, "sizes", low=2) for s in sizes})
@@ -627,13 +660,16 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
     kind, value = worst_case_user_bound(metric, k, compare is not None)
     sd_mix = ({sc: _worst_case_sd(kind, value, conf) for sc in scen} if below else sd_s)
 
-    _, _, per0 = worst(lambda sc: 0.0)
-    designs = [Design("full ranking", M, None, None, 0.0, float(M) * N, fit=None, half_widths=per0)]
+    # full ranking: exact for the test users; for the population, the M users' own sampling error
+    hw0, name0, per0 = worst(lambda sc: _user_half_width(sd_s[sc], M, M, z, target))
+    designs = [Design("full ranking", M, None, None, hw0, float(M) * N,
+                      fit=name0 if target == "population" else None, half_widths=per0)]
     fractions = [M // 16, M // 4, M // 2]
     ms = sorted({m for m in fractions if 2 <= m < M} |
-                ({_users_for_margin(sd_max, M, z, margin)} if margin else set()))
+                ({_users_for_margin(sd_max, M, z, margin, target)} if margin else set()))
+    ms = [m for m in ms if m < M]
     for m in ms:
-        hw, name, per = worst(lambda sc, m=m: _user_half_width(sd_s[sc], m, M, z))
+        hw, name, per = worst(lambda sc, m=m: _user_half_width(sd_s[sc], m, M, z, target))
         designs.append(Design("user sampling", m, None, None, hw, float(m) * N, fit=name, half_widths=per))
     learnt_l = [m for m in est_l if m not in _LINEAR]
     linear_l = [m for m in est_l if m in _LINEAR]
@@ -680,18 +716,20 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
 
     def add_item_designs(name, errors, size, method, cost_per_user, n0=None):
         mom = {sc: (float(errors[sc][method].mean()), float(errors[sc][method].var(ddof=1))) for sc in scen}
-        hw, fit, per = worst(lambda sc: normal_error_quantile(*mom[sc], conf))
+        # below the pilot's resolution, a design whose n resolves K sizes its user part by the worst case
+        # (identified); the others keep the fits' spread (not identified either way)
+        wc = below and resolves(N, size, k)
+        sd_u = sd_mix if wc else sd_s
+        # all M users: the item-sampling error about T, plus (target "population") T's own about the population's
+        hw, fit, per = worst(lambda sc: normal_error_quantile(
+            mom[sc][0], mom[sc][1] + _user_variance(sd_u[sc], M, M, target), conf))
         sc_w = next(sc for sc in scen if names[sc] == fit)
         designs.append(Design(name, M, size, method, hw, cost_per_user * M, n0, mom[sc_w][0], fit, per))
         mix = "user + item sampling" if name == "item sampling" else "user + adaptive sampling"
-        # below the pilot's resolution, a mix whose n resolves K sizes its user part by the worst case (identified);
-        # the others keep the fits' spread (not identified either way)
-        wc = below and resolves(N, size, k)
-        sd_u = sd_mix if wc else sd_s
 
         def hw_m(m):  # m of the M users, n items each: item noise grows as M/m, plus user sampling
             return worst(lambda sc: normal_error_quantile(
-                mom[sc][0], mom[sc][1] * M / m + (_user_half_width(sd_u[sc], m, M, 1.0)) ** 2, conf))
+                mom[sc][0], mom[sc][1] * M / m + _user_variance(sd_u[sc], m, M, target), conf))
 
         # m >= M/4: with fewer users the estimators' errors stop scaling as 1/m (a bounded
         # estimate on few sampled ranks), and M/m overstates them (the guide shows it)
@@ -763,10 +801,10 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         bound = _worst_case_text(kind, value, compare is not None)
         ms_w = {m for m in fractions if 2 <= m < M}
         if margin is not None:
-            ms_w.add(worst_case_users(metric, k, M, margin, conf, compare is not None))
+            ms_w.add(worst_case_users(metric, k, M, margin, conf, compare is not None, target))
         worst_designs = []
         for m in sorted(m for m in ms_w if m < M):
-            hw = _worst_case_half_width(kind, value, m, M, z, conf)
+            hw = _worst_case_half_width(kind, value, m, M, z, conf, target)
             # the bound holds under every fit: the same half-width under each, and no fit it rests on
             worst_designs.append(Design("user sampling", m, None, None, hw, float(m) * N, fit=None,
                                         half_widths={names[sc]: hw for sc in scen}, worst_case=bound))
@@ -781,12 +819,17 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
                       f"half-width is still simulated under the pilot's fits), with a user sample sized by the same "
                       f"worst case. For the other designs rank everything, or plan from {larger}, which resolves "
                       f"K = {k}.")
+        if target == "population":  # full ranking's own user error by the same worst case (identified)
+            hw = _worst_case_half_width(kind, value, M, M, z, conf, target)
+            designs[0] = replace(designs[0], half_width=hw, fit=None, half_widths={names[sc]: hw for sc in scen},
+                                 worst_case=bound)
         designs = [d if d.design == "full ranking" or (d.design != "user sampling" and resolves(N, d.sample_size, k))
                    else replace(d, identified=False) for d in designs] + worst_designs
     plan = EvaluationPlan(N, M, metric, k, conf, margin, budget, source, compare is not None, truth, sd, designs,
                           fits=fits, fit_tests=fit_tests, fallback=fallback,
                           truths={names[sc]: v for sc, v in truth_s.items()},
-                          user_sds={names[sc]: v for sc, v in sd_s.items()}, unresolved=unresolved)
+                          user_sds={names[sc]: v for sc, v in sd_s.items()}, unresolved=unresolved,
+                          target=target)
     designs = plan.designs  # the list add_item_designs appends to
 
     def choose():
@@ -836,7 +879,9 @@ def format_plan(plan: EvaluationPlan) -> str:
     several = len(plan.truths) > 1
     there = f"under {next(iter(plan.truths))}" if several else "there"
     lines = [f"Planning {'the difference A - B of ' if plan.compare else ''}{what}: N = {plan.n_items:,} items, "
-             f"M = {plan.n_users:,} users, {pct} half-widths",
+             f"M = {plan.n_users:,} users, {pct} half-widths for "
+             + ("the metric of the population the users come from (as estimate's default --target population)"
+                if plan.target == "population" else "the M users' own metric (as estimate's --target test-users)"),
              f"rank distribution: {plan.source}; {what} {there} = {plan.truth:.4f} "
              f"(per-user sd {plan.user_sd:.4f})", ""]
     if several:  # one line: the fits, and what the half-widths are over them
@@ -865,8 +910,12 @@ def format_plan(plan: EvaluationPlan) -> str:
     if plan.chosen is None and plan.budget is not None:
         lines.append(f"No design the pilot identifies fits within {plan.budget:,.0f} item scorings.")
     elif plan.chosen is None and plan.margin is not None:
-        lines.append(f"No design meets the margin {plan.margin:g}: only full ranking of all users does "
-                     "better than the table; widen the margin or rank everything.")
+        lines.append(f"No design meets the margin {plan.margin:g}"
+                     + (f": even full ranking of all {plan.n_users:,} users leaves their own sampling error "
+                        "(the table's first row); widen the margin or evaluate more users."
+                        if plan.target == "population" else
+                        ": only full ranking of all users does better than the table; widen the margin or rank "
+                        "everything."))
     elif plan.chosen is not None:
         among = " the pilot identifies" if plan.unresolved else ""
         why = (f"the cheapest design{among} meeting the margin {plan.margin:g}" if plan.margin is not None
@@ -932,7 +981,7 @@ def plan_command(args) -> int:
         plan = plan_evaluation(args.n_items, args.n_users, args.metric, args.k, margin=args.margin,
                                budget=args.budget, confidence=args.confidence, pilot=pilot, rng=args.seed,
                                sample_size=args.sample_size, compare=compare, n_sim=args.n_sim,
-                               pilot_fits=args.pilot_fits, n_ladders=args.n_ladders, **kw)
+                               pilot_fits=args.pilot_fits, n_ladders=args.n_ladders, target=args.target, **kw)
     notes = []
     for w in caught:
         if issubclass(w.category, ResolutionWarning):
@@ -979,5 +1028,9 @@ def add_plan_parser(sub) -> None:
                         "MLE fit (mle)")
     p.add_argument("--n-ladders", type=int, default=2,
                    help="adaptive ladders whose n_max resolves K simulated, the cheapest by expected cost (default 2)")
+    p.add_argument("--target", choices=TARGETS, default="population",
+                   help="what the half-widths are for, as estimate's --target: the metric of the population the "
+                        "users come from (population, the default) or the M users' own metric (test-users: full "
+                        "ranking exact, user sampling with the finite-population correction)")
     p.add_argument("--seed", type=seed_value, default=0, help="seed of the simulation, a non-negative integer (default 0)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
