@@ -10,7 +10,9 @@ test user; each row's pool is every item but the user's training items and other
 (:func:`real_data_designs.scorer`): PureSVD of rank 128 and 16 and Popular. Steps, the first four timed as "the
 loop":
 
-1. *Pilot*: ``sampled_ranks(design="fixed", sample_size=100, n_users=3000)`` of the first model.
+1. *Pilot*: ``sampled_ranks(design="fixed", sample_size=100, n_users=3000)`` of the first model (``--pilot-size``,
+   ``--pilot-users``; ``--pilot-size resolve``: the smallest size that resolves K = 10, 1 + 2N/K, whose fits then
+   identify the top of the rank distribution; the pilot's item scorings are reported beside the design's).
 2. *Plan*: :func:`itemsampling.plan.plan_evaluation` for Recall@10 with margin 0.01 (or the most accurate design
    within ``--budget``, a share of full ranking's item scorings) at 95 % from the pilot
    (its per-user pools; sizes tried ``--sizes``, estimator MLE), the chosen design's ``sampled_ranks`` call.
@@ -45,7 +47,7 @@ from itemsampling.cli import estimate_table  # noqa: E402
 from itemsampling.evaluation import sampled_ranks  # noqa: E402
 from itemsampling.inputs import read_rank_file  # noqa: E402
 from itemsampling.metrics import metric_function  # noqa: E402
-from itemsampling.plan import design_kwargs, format_plan, plan_evaluation  # noqa: E402
+from itemsampling.plan import design_kwargs, format_plan, plan_evaluation, resolving_pilot_size  # noqa: E402
 
 MODELS = ("svd128", "svd16", "popular")
 METRICS, KS = ("recall", "ndcg"), (10, 20, 50)
@@ -61,6 +63,7 @@ def main(argv=None) -> int:
                    help="plan for the most accurate design within this share of full ranking's item scorings "
                         "(e.g. 0.05) instead of the cheapest meeting --margin")
     p.add_argument("--pilot-users", type=int, default=3000)
+    p.add_argument("--pilot-size", default="100", help="the pilot's sampled-set size, or 'resolve' (1 + 2N/K at K = 10)")
     p.add_argument("--sizes", type=int, nargs="+", default=[100])
     p.add_argument("--n-sim", type=int, default=20)
     p.add_argument("--target", choices=("population", "test-users"), default="population",
@@ -77,21 +80,36 @@ def main(argv=None) -> int:
            "seed": a.seed, "margin": None if a.budget else a.margin, "budget_share": a.budget, "seconds": {}}
     t_loop = time.perf_counter()
     # 1. pilot
-    pilot = sampled_ranks(scores[MODELS[0]], users, targets, exclude=E, n_items=N, design="fixed", sample_size=100,
-                          n_users=min(a.pilot_users, M), rng=np.random.default_rng([a.seed, 3]))
+    n_pilot = resolving_pilot_size(N, 10) if a.pilot_size == "resolve" else int(a.pilot_size)
+    pilot = sampled_ranks(scores[MODELS[0]], users, targets, exclude=E, n_items=N, design="fixed",
+                          sample_size=n_pilot, n_users=min(a.pilot_users, M), rng=np.random.default_rng([a.seed, 3]))
     out["seconds"]["pilot"] = pilot.attrs["seconds"]
+    out["pilot"] = {"users": int(len(pilot)), "sample_size": n_pilot, "cost_share": pilot.attrs["scorings"] / (M * N)}
+    print(f"pilot: {len(pilot):,} users at n = {n_pilot:,}, {100 * out['pilot']['cost_share']:.2f} % of full ranking",
+          flush=True)
     # 2. plan
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plan = plan_evaluation(N, M, "recall", 10, margin=None if a.budget else a.margin,
-                               budget=a.budget * M * N if a.budget else None, pilot=pilot["rank"].to_numpy(), sample_size=100,
+                               budget=a.budget * M * N if a.budget else None, pilot=pilot["rank"].to_numpy(), sample_size=n_pilot,
                                pools=pilot["n_items"].to_numpy(), sizes=a.sizes, estimators=("mle",), n_sim=a.n_sim,
                                rng=a.seed, target=a.target)
     out["target"] = a.target
+    print(format_plan(plan), flush=True)
+    out["margin_met"] = plan.chosen is not None
+    if plan.chosen is None:  # no design meets the margin: the most accurate within a 5 % budget, said in the output
+        print("\nno design meets the margin: planning the most accurate design within 5 % of full ranking instead",
+              flush=True)
+        out["budget_share"] = 0.05
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plan = plan_evaluation(N, M, "recall", 10, budget=0.05 * M * N, pilot=pilot["rank"].to_numpy(),
+                                   sample_size=n_pilot, pools=pilot["n_items"].to_numpy(), sizes=a.sizes,
+                                   estimators=("mle",), n_sim=a.n_sim, rng=a.seed, target=a.target)
+        print(format_plan(plan), flush=True)
     out["seconds"]["plan"] = time.perf_counter() - t
     print(f"pilot {out['seconds']['pilot']:.1f} s, plan {out['seconds']['plan']:.1f} s", flush=True)
-    print(format_plan(plan), flush=True)
     d = plan.chosen
     kw = design_kwargs(d)
     out["chosen"] = {"label": d.label, "call": d.call, "predicted_cost": d.cost,
