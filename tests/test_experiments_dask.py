@@ -52,7 +52,9 @@ def test_existing_cluster_cache_and_resume(gr, serial, tmp_path):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         addr = cluster.scheduler_address
         first = E.run_experiment(gr, backend="dask", scheduler=addr, cache=tmp_path / "run", **KW)
-        assert np.array_equal(first.values, serial.values)
+        # threads in one process (processes=False) run MES's BLAS beside each other: the last digits may
+        # differ from the serial run's, so the check is by tolerance; the cache is read back bit for bit
+        assert np.allclose(first.values, serial.values, rtol=1e-10, atol=1e-13)
         (path,) = (tmp_path / "run").iterdir()  # one sub-folder per cache key
         files = sorted(path.glob("repeat-*.npz"))
         assert [f.name for f in files] == [f"repeat-{i:05d}.npz" for i in range(6)]
@@ -61,13 +63,13 @@ def test_existing_cluster_cache_and_resume(gr, serial, tmp_path):
         (path / "repeat-00004.npz").unlink()
         stamps = {f.name: f.stat().st_mtime_ns for f in files if f.exists()}
         again = E.run_experiment(gr, backend="dask", scheduler=addr, cache=tmp_path / "run", **KW)
-        assert np.array_equal(again.values, serial.values)
+        assert np.allclose(again.values, serial.values, rtol=1e-10, atol=1e-13)
         assert all((path / name).stat().st_mtime_ns == t for name, t in stamps.items())
         assert (path / "repeat-00002.npz").exists() and (path / "repeat-00004.npz").exists()
     # the cache does not depend on the backend: a serial run reads it and computes nothing
     stamps = {f.name: f.stat().st_mtime_ns for f in path.glob("repeat-*.npz")}
     cached = E.run_experiment(gr, backend="local", cache=tmp_path / "run", **KW)
-    assert np.array_equal(cached.values, serial.values)
+    assert np.array_equal(cached.values, again.values)  # every repeat read from the cache
     assert {f.name: f.stat().st_mtime_ns for f in path.glob("repeat-*.npz")} == stamps
 
 
