@@ -18,7 +18,8 @@ loop":
    (its per-user pools; sizes tried ``--sizes``, estimator MLE), the chosen design's ``sampled_ranks`` call.
 3. *Sampling*: that call for the three models at once (a dict of scorers: the same users and the same decoys).
 4. *Estimate*: the rank file of the three tables through ``estimate`` at its defaults
-   (:func:`itemsampling.cli.estimate_table`: Recall and NDCG at K = 10, 20, 50, 95 % intervals, comparisons).
+   (:func:`itemsampling.cli.estimate_table`: Recall and NDCG at K = 10, 20, 50, 95 % intervals, comparisons),
+   for the plan's ``--target`` (``estimate --target``; population by default).
 5. *Truth* (not in the loop): ``design="full"`` of every test row per model; rows identified, intervals that
    cover, the median half-width relative to the truth, best vs second best decided (of 6 metric@K), and the
    realised cost (item scorings of step 3 over full ranking's) beside the plan's prediction.
@@ -67,7 +68,7 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[100])
     p.add_argument("--n-sim", type=int, default=20)
     p.add_argument("--target", choices=("population", "test-users"), default="population",
-                   help="what the plan's half-widths are for (plan --target; estimate keeps its default)")
+                   help="what the plan's half-widths and estimate's intervals are for (plan and estimate --target)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     rng = np.random.default_rng(a.seed)
@@ -126,7 +127,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "ranks.csv"
         table.to_csv(f, index=False)
-        res = estimate_table(read_rank_file(f, None, None), list(METRICS), list(KS))
+        res = estimate_table(read_rank_file(f, None, None), list(METRICS), list(KS), target=a.target)
     out["seconds"]["estimate"] = time.perf_counter() - t
     out["seconds"]["loop"] = time.perf_counter() - t_loop
     # 5. the truth

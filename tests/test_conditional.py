@@ -6,10 +6,12 @@ import pytest
 
 from itemsampling.estimators import estimate_metric, estimate_metrics, estimate_rank_distribution
 from itemsampling.estimators.conditional import (
-    TARGETS, check_target, conditional_metrics, posterior_metric_moments, rank_posterior,
+    TARGETS, _user_metric_values, adaptive_ladder, check_target, conditional_metrics, posterior_metric_moments,
+    rank_posterior,
 )
+from itemsampling.estimators.grid import pool_metric_matrix
 from itemsampling.kernel import kernel
-from itemsampling.sampling import sample_ranks
+from itemsampling.sampling import adaptive_sample_ranks, sample_ranks
 
 
 def _population(N, a=0.7):
@@ -26,8 +28,60 @@ def test_target_is_validated():
     with pytest.raises(ValueError, match="target must be one of"):
         estimate_metrics(r, 50, 10, ["recall"], 5, ["mle"], ci=0.95, target="all")
     assert TARGETS == ("population", "test-users") and check_target("test-users") == "test-users"
-    with pytest.raises(ValueError, match="one sample_size for every user"):
-        estimate_metric(r, 50, np.array([10, 10, 12, 12]), "recall", 5, "mle", ci=0.95, target="test-users")
+    with pytest.raises(ValueError, match=r"needs the sizes of adaptive sampling \(n0 \* 2\*\*j: 10, 20, 40, ...\), "
+                                         "got size 12"):
+        estimate_metric(r, 50, np.array([10, 10, 12, 12]), "recall", 20, "mle", ci=0.95, target="test-users")
+
+
+def test_adaptive_ladder_is_read_from_the_sizes_and_checked():
+    assert adaptive_ladder(np.array([10, 40, 20, 10]), np.array([3, 1, 5, 4])).tolist() == [10, 20, 40]
+    with pytest.raises(ValueError, match="got size 30"):
+        adaptive_ladder(np.array([10, 30, 20, 10]), np.array([3, 2, 5, 4]))
+    with pytest.raises(ValueError, match="user 1 ranks first in a set of 20 < 40"):
+        adaptive_ladder(np.array([10, 20, 40]), np.array([3, 1, 1]))
+
+
+def test_user_metric_values_are_the_pool_metric_matrix_read_per_user():
+    """Each user's F_{N_u}(R_u(R)) computed elementwise equals the pool matrix's entry (every metric,
+    AUC's pool-dependent formula included)."""
+    g = np.random.default_rng(12)
+    N, pools = 500, np.array([500, 420, 77, 300])
+    R = g.integers(1, N + 1, (3, 40))
+    users = g.integers(0, pools.size, 40)
+    for metrics, ks in ((["recall", "ndcg", "precision"], [5, None]), (["auc"], [None])):
+        got = _user_metric_values(metrics, ks, N, R, pools[users][None, :])
+        F = pool_metric_matrix(metrics, ks, N, pools)  # (N, m, k, G)
+        np.testing.assert_allclose(got, F[R - 1, :, :, users[None, :]], rtol=0, atol=1e-15)
+        assert np.ptp(got) > 0
+
+
+@pytest.mark.parametrize("with_pools", [False, True])
+def test_adaptive_test_users_intervals_cover_by_an_exact_binomial_test(with_pools):
+    """Adaptive sampling (TORS Algorithm 1), the interval policy's identified rows for the test users'
+    own metric (the parametric bootstrap rerunning the design on R*, widened by the bias margin):
+    coverage of T = (1/M) sum_u F(R_u) over simulated studies, with and without per-user pools, is
+    not below 95 % by an exact binomial test (one-sided, alpha = 0.01, per row)."""
+    from scipy import stats
+
+    N, M, studies = 1000, 400, 30
+    R = np.arange(1, N + 1)
+    P = R ** -0.7
+    P /= P.sum()
+    g = np.random.default_rng(13 + with_pools)
+    cover = np.zeros((2, 2), dtype=int)
+    for _ in range(studies):
+        pools = N - g.integers(0, 100, M) if with_pools else N
+        Ru = np.minimum(g.choice(R, M, p=P), pools)
+        r, n = adaptive_sample_ranks(Ru, N, 10, 320, rng=g)
+        e = estimate_metrics(r, pools, n, ["recall", "ndcg"], [10, 50], ["mle"], ci=0.95, n_boot=40, rng=g,
+                             target="test-users")["mle"]
+        for i, m in enumerate(("recall", "ndcg")):
+            assert list(e[m].interval) == ["bootstrap+margin"] * 2 and all(e[m].identified)
+            for j, K in enumerate((10, 50)):
+                T = np.mean((Ru <= K) * (1.0 if m == "recall" else 1 / np.log2(Ru + 1)))
+                cover[i, j] += e[m].low[j] <= T <= e[m].high[j]
+    for c in cover.ravel():
+        assert stats.binomtest(int(c), studies, 0.95, alternative="less").pvalue > 0.01, cover
 
 
 def test_posterior_is_bayes_rule_and_its_mean_is_the_em_estimate():
@@ -156,3 +210,58 @@ def test_options_go_to_the_methods_that_use_them():
     assert out["bv_mle"]["recall"].estimate == pytest.approx(alone["bv_mle"]["recall"].estimate, rel=1e-12)
     assert out["mes"]["recall"].estimate == pytest.approx(
         estimate_metric(r, N, n, "recall", 5, "mes", eta=0.01), rel=1e-12)
+
+
+def test_a_user_sample_gets_an_interval_for_every_test_user():
+    """test_users = M_test > M: the interval is for all M_test test users' metric. Full ranking of a user
+    sample (no item sampling): z s sqrt((1 - f)/M) about the plain mean, checked by hand, and its coverage
+    of the M_test users' Recall@10 by an exact binomial test (two-sided, 400 studies); without test_users
+    the same data give width 0 (the M users' metric is known). Refusals name the argument."""
+    from scipy import stats
+
+    N, Mt, m, studies = 1000, 2000, 500, 400
+    R = np.arange(1, N + 1)
+    P = R ** -0.7
+    P /= P.sum()
+    g = np.random.default_rng(21)
+    cover = 0
+    for s in range(studies):
+        Ru = g.choice(R, Mt, p=P)
+        sub = Ru[g.choice(Mt, m, replace=False)]
+        e = estimate_metric(sub, N, N, "recall", 10, "mle", ci=0.95, target="test-users", test_users=Mt)
+        cover += e.low <= np.mean(Ru <= 10) <= e.high
+        if s == 0:
+            F = (sub <= 10).astype(float)
+            half = stats.norm.ppf(0.975) * np.std(F, ddof=1) * np.sqrt((1 - m / Mt) / m)
+            assert (e.estimate - e.low, e.high - e.estimate) == (pytest.approx(half), pytest.approx(half))
+            own = estimate_metric(sub, N, N, "recall", 10, "mle", ci=0.95, target="test-users")
+            assert own.low == own.high == own.estimate == pytest.approx(F.mean())
+            same = estimate_metric(sub, N, N, "recall", 10, "mle", ci=0.95, target="test-users", test_users=m)
+            assert same.low == same.high
+    assert stats.binomtest(cover, studies, 0.95).pvalue > 0.01, cover / studies
+    for bad in (m - 1, 0, 2.5, "2000", True):
+        with pytest.raises(ValueError, match="test_users"):
+            estimate_metric(sub, N, N, "recall", 10, "mle", ci=0.95, target="test-users", test_users=bad)
+
+
+def test_user_sampling_half_widths_under_the_fit_and_bounds_widened():
+    """Item-sampled user sample: s^2 = P F^2 - (P F)^2 under the data's MLE (recall: p(1 - p) of the MLE's
+    recall), added in quadrature; below the rule the identification bounds widen by it at both ends."""
+    from itemsampling.estimators import user_sampling_half_widths
+
+    g = np.random.default_rng(22)
+    N, n, Mt = 500, 50, 3000
+    R = np.arange(1, N + 1)
+    P = R ** -0.7
+    P /= P.sum()
+    r = sample_ranks(g.choice(R, 600, p=P), N, n, rng=g)
+    u = user_sampling_half_widths(r, N, n, ["recall"], [25], 0.95, Mt)["recall"]
+    p = float(estimate_metric(r, N, n, "recall", 25, "mle"))
+    assert u[0] == pytest.approx(1.959964 * np.sqrt(p * (1 - p) * (1 - 600 / Mt) / 600), rel=1e-3)
+    own = estimate_metric(r, N, n, "recall", [5, 25], "mle", ci=0.95, n_boot=30, rng=1, target="test-users")
+    all_ = estimate_metric(r, N, n, "recall", [5, 25], "mle", ci=0.95, n_boot=30, rng=1, target="test-users",
+                           test_users=Mt)
+    assert list(all_.interval) == ["bounds", "bootstrap+margin"]
+    u5 = user_sampling_half_widths(r, N, n, ["recall"], [5], 0.95, Mt)["recall"][0]
+    assert all_.low[0] == pytest.approx(max(own.low[0] - u5, 0.0)) and all_.high[0] == pytest.approx(own.high[0] + u5)
+    assert all_.high[1] - all_.low[1] > own.high[1] - own.low[1]

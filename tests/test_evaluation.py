@@ -208,7 +208,9 @@ def test_full_design_is_exact_and_user_sampling_takes_whole_users():
         assert len(chosen) == 2 and sub.index.tolist() == np.flatnonzero(np.isin(users, list(chosen))).tolist()
         assert sub["rank"].tolist() == [want[i] for i in sub.index]
         assert sub.attrs["call"].endswith('design="full", n_users=2, rng=seed)')
+        assert (sub["test_users"] == 5).all()  # the 5 distinct test users the 2 were drawn from
         seen.add(frozenset(chosen))
+    assert "test_users" not in tab.columns  # every row: no user sample
     assert len(seen) == 10  # every pair of the 5 users turns up
 
 
@@ -346,3 +348,51 @@ def test_the_table_is_the_file_estimate_reads(tmp_path, capsys):
     assert got.pools[model].tolist() == tab["n_items"].tolist() and got.n_items == tab["n_items"].max()
     assert main(["estimate", str(path), "--metric", "recall", "--k", "1", "--n-boot", "20"]) == 0
     assert "Recall@1" in capsys.readouterr().out
+
+
+def test_a_user_sample_table_carries_its_test_users_to_estimate(tmp_path, capsys):
+    """sampled_ranks(n_users=m) writes test_users (the distinct users sampled from); read back, `estimate
+    --target test-users` gives every model intervals for all of them (the user sampling's error added: wider
+    than for the m users alone, which a full ranking knows exactly), and says so in its header and JSON.
+    A bad test_users column is refused naming the file, line and column."""
+    import json
+
+    from itemsampling.cli import estimate_table, main
+    from itemsampling.inputs import InputError, read_rank_file
+
+    g = np.random.default_rng(3)
+    M, n_items = 400, 60
+    users, targets = np.arange(M), g.integers(0, n_items, M)
+    S2 = g.random((M, n_items))
+    tab = sampled_ranks(lambda u, i: S2[u[:, None], i], users, targets, n_items=n_items, design="full", n_users=100,
+                        rng=1)
+    assert (tab["test_users"] == M).all() and len(tab) == 100
+    path = tmp_path / "ranks.csv"
+    tab.to_csv(path, index=False)
+    table = read_rank_file(str(path), None, None)
+    assert table.test_users == {"model": M}
+    res = estimate_table(table, ["recall"], [10], target="test-users")
+    row = res["estimates"][0]
+    assert res["models"]["model"]["test_users"] == M and row["high"] - row["low"] > 0.05
+    F = (tab["rank"].to_numpy() <= 10).astype(float)
+    half = 1.959964 * F.std(ddof=1) * np.sqrt((1 - 100 / M) / 100)
+    assert (row["high"] - row["low"]) / 2 == pytest.approx(half, rel=1e-4)
+    assert main(["estimate", str(path), "--metric", "recall", "--k", "10", "--target", "test-users", "--quiet"]) == 0
+    assert f"sampled from {M:,} test users (intervals for all of them)" in capsys.readouterr().out
+    assert main(["estimate", str(path), "--metric", "recall", "--k", "10", "--json", "--quiet"]) == 0
+    assert "test_users" not in json.loads(capsys.readouterr().out)["models"]["model"]  # population: not used
+    for bad, msg in (("2.5", "is not an integer number of test users"), ("50", "has 100 users, more than the 50"),
+                     ("x", "is not a number")):
+        t2 = tab.copy()
+        t2["test_users"] = t2["test_users"].astype(object)
+        t2.iloc[3, t2.columns.get_loc("test_users")] = bad if bad == "x" or bad == "2.5" else int(bad)
+        if bad == "50":
+            t2["test_users"] = 50
+        t2.to_csv(path, index=False)
+        with pytest.raises(InputError, match=msg):
+            read_rank_file(str(path), None, None)
+    t2 = tab.copy()
+    t2.iloc[7, t2.columns.get_loc("test_users")] = M + 1
+    t2.to_csv(path, index=False)
+    with pytest.raises(InputError, match=r"line 9, column 'test_users': gives 401 test users where an earlier row"):
+        read_rank_file(str(path), None, None)

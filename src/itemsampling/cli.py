@@ -179,12 +179,15 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     ``target="test-users"`` replaces each estimate's bootstrap by the interval for the test users'
     own metric (:mod:`itemsampling.estimators.conditional`, parametric replicates drawn with
     ``default_rng([seed, 2, g, model index])``), under the same policy; the comparisons stay
-    user-bootstrap intervals.
+    user-bootstrap intervals. A model whose users were sampled from more test users (the ``test_users``
+    column that ``sampled_ranks(..., n_users=...)`` writes) gets intervals for all of them: the user
+    sampling's error is added (:func:`~itemsampling.estimators.user_sampling_half_widths`), and its
+    ``models`` entry in the result says ``test_users``.
     """
     # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators import METHODS, PER_USER_SIZE_METHODS, POOL_METHODS, estimate_metrics, resolution_note
-    from .estimators import (apply_interval_policy, bootstrap_models, difference_interval, interval_policy,
-                             is_full_ranking, outside_note)
+    from .estimators import (add_user_sampling, apply_interval_policy, bootstrap_models, difference_interval,
+                             interval_policy, is_full_ranking, outside_note, widen_bounds)
     # deferred: as above (the estimators' solvers)
     from .estimators.bootstrap import MetricEstimate
     from .estimators.conditional import check_target, conditional_metrics
@@ -206,9 +209,6 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
     sampled_models = [m for m in table.models if not full[m]]
     sizes_vary = any(not isinstance(table.sizes[m], int) for m in sampled_models)
     pools_vary = any(not isinstance(pools[m], int) for m in sampled_models)
-    if target == "test-users" and sizes_vary:
-        raise InputError(f"{table.path} has per-user sample sizes (adaptive sampling); --target test-users needs "
-                         "one sample size for every user, use --target population")
     if method != "auto" and sizes_vary and method not in PER_USER_SIZE_METHODS:
         raise InputError(f"{table.path} has per-user sample sizes (adaptive sampling); only --method "
                          f"{' or '.join(PER_USER_SIZE_METHODS)} can use them, got {method!r}")
@@ -281,6 +281,7 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                         cond = conditional_metrics(r, pools[model], n, group, boot_ks, [method], ci=ci,
                                                    n_boot=n_boot, rng=np.random.default_rng([seed, 2, g, im]),
                                                    **params)[method]
+                user_part = _user_part(table, model, r, pools[model], n, group, kl, ci, target, params)
                 est = {}
                 for metric in group:
                     e = np.array([float(np.atleast_1d(res_b.estimates[model][metric].estimate)[boot_ks.index(k)])
@@ -294,6 +295,8 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                         for jb, k in enumerate(boot_ks):
                             lo[kl.index(k)] = np.atleast_1d(b.low)[jb]
                             hi[kl.index(k)] = np.atleast_1d(b.high)[jb]
+                    if user_part is not None:  # a user sample: the interval for every test user
+                        lo, hi = add_user_sampling(e, lo, hi, user_part[metric])
                     est[metric] = MetricEstimate(e, lo, hi, ci, n_boot, meth)
                 if any(rules[model][k].kind in ("bounds", "bootstrap+margin") for k in kl):
                     say(f"      intervals of {model}: identification bounds below the rule, simulated bias margins "
@@ -302,6 +305,9 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
                     warnings.simplefilter("ignore", ResolutionWarning)
                     est = apply_interval_policy({meth: est}, r, pools[model], n, kl, ci, interval, params,
                                                 np.random.default_rng([seed, 3, g, im]), rules=rules[model])[meth]
+                if user_part is not None:
+                    est = {metric: widen_bounds(e, user_part[metric], metric, kl, pools[model])
+                           for metric, e in est.items()}
             for metric in group:
                 for j, k in enumerate(kl):
                     def pick(v, j=j):
@@ -371,6 +377,8 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
         "design": (designs.pop() if len(designs) == 1 else "mixed"),
         "confidence": ci, "n_boot": n_boot, "seed": seed, "target": target,
         "models": {m: {"n_users": int(table.ranks[m].size),
+                       **({"test_users": table.test_users[m]} if target == "test-users"
+                          and getattr(table, "test_users", {}).get(m) is not None else {}),
                        "sample_size": (s if isinstance(s, int) else {"min": int(s.min()), "max": int(s.max()),
                                                                        "mean": float(s.mean())}),
                        "n_items": (pools[m] if isinstance(pools[m], int) else
@@ -388,6 +396,24 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
 # --------------------------------------------------------------------------------------------
 # output
 # --------------------------------------------------------------------------------------------
+
+def _user_part(table, model, r, pools, n, metrics, ks, ci, target, params):
+    """With ``--target test-users`` and a model whose users were sampled from more test users (the table's
+    ``test_users`` column): the user sampling's half-widths per metric
+    (:func:`~itemsampling.estimators.user_sampling_half_widths`), else ``None``. The sampling fraction is the
+    users' (distinct ids); with several rows per user the number of rows of all test users scales with it."""
+    total = getattr(table, "test_users", {}).get(model)
+    if target != "test-users" or total is None:
+        return None
+    users = table.users[model]
+    distinct = np.unique(users).size if users is not None else r.size
+    if total <= distinct:
+        return None
+    from .estimators import user_sampling_half_widths
+
+    rows_total = max(int(round(total * r.size / distinct)), r.size + 1)
+    return user_sampling_half_widths(r, pools, n, metrics, ks, ci, rows_total, params.get("replacement", True))
+
 
 def _sub_table(table, models):
     """The part of ``table`` that holds ``models`` (the full rankings and the sampled models are
@@ -474,7 +500,10 @@ def format_report(result: dict) -> str:
                                       "per-user catalogue sizes N_u (n_items column), ")
              + size_text
              + (", popularity-weighted decoys (ratio-curve correction, chapter 11)" if result.get("weighted") else ""),
-             "  " + "; ".join(f"{m}: M = {d['n_users']:,} users" for m, d in result["models"].items()),
+             "  " + "; ".join(f"{m}: M = {d['n_users']:,} users" + (f" sampled from {d['test_users']:,} test users "
+                                                                      "(intervals for all of them)"
+                                                                      if d.get("test_users") else "")
+                              for m, d in result["models"].items()),
              method_text
              + (f", {pct} user-bootstrap percentile intervals from {result['n_boot']} replicates (seed {result['seed']})"
                 + ("; widened by the estimator's bias margin where identified" if "bootstrap+margin" in kinds else "")
@@ -633,7 +662,8 @@ def _build_parser():
                         "estimator's bias below the rule)")
     e.add_argument("--target", default="population", choices=("population", "test-users"),
                    help="what the intervals are for: the population the users were drawn from (user bootstrap, "
-                        "default) or the test users' own metric (item sampling only)")
+                        "default) or the test users' own metric (item sampling only; with a test_users column, "
+                        "all the test users the rows were sampled from)")
     e.add_argument("--seed", type=seed_value, default=0, help="seed of the bootstrap, a non-negative integer (default 0)")
     e.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
     e.add_argument("--format", choices=("csv", "tsv", "parquet"), default=None,

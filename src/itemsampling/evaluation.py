@@ -387,7 +387,9 @@ def sampled_ranks(score, users, targets, *, exclude=None, n_items, design="fixed
         ``"adaptive"``: :math:`n_0 \ge 2` and :math:`n_{max} = n_0 2^j \le N_u` for every row.
     n_users : int or None
         Evaluate a uniform random sample of this many distinct users (without replacement), all their
-        rows; with ``"full"`` this is user sampling. ``None``: every row.
+        rows; with ``"full"`` this is user sampling. ``None``: every row. The table then has a
+        ``test_users`` column, the number of distinct users sampled from, which ``estimate --target
+        test-users`` reads (the interval is for all of them, the user sampling's error included).
     rng : seed or Generator
         The users' sample and the decoys; the same seed gives the same table.
     decoys : integer array ``(len(users), w)`` or None
@@ -618,6 +620,8 @@ def sampled_ranks(score, users, targets, *, exclude=None, n_items, design="fixed
         columns = {"model": np.repeat(np.array(names, dtype=object), M), **columns}
     if not with_replacement:
         columns["replacement"] = np.zeros(K * M, dtype=bool)
+    if n_users is not None:  # the number of test users the sample was drawn from (estimate --target test-users)
+        columns["test_users"] = np.full(K * M, int(np.unique(u_all).size), dtype=np.int64)
     table = pd.DataFrame(columns, index=pd.Index(np.tile(rows, K), name="row"))
     table.attrs.update({
         "design": design,

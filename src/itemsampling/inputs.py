@@ -41,6 +41,7 @@ COLUMN_ALIASES = {
     "user": ("user", "user_id"),
     "item": ("item", "item_id"),
     "replacement": ("replacement",),
+    "test_users": ("test_users",),
 }
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet"}
@@ -59,7 +60,9 @@ class RankTable:
     size (``n_items`` is then the largest); ``users[model]`` the user ids (strings) or
     ``None`` when the file has no user column; ``replacement[model]`` ``True`` / ``False`` from a
     ``replacement`` column (how the decoys were drawn: ``False`` asks for the without-replacement kernel),
-    ``None`` without one. Models keep their order of first appearance.
+    ``None`` without one; ``test_users[model]`` the number of test users the rows' users were sampled
+    from (a ``test_users`` column, the one ``sampled_ranks(..., n_users=...)`` writes), ``None`` without one.
+    Models keep their order of first appearance.
     """
 
     path: str
@@ -69,6 +72,7 @@ class RankTable:
     users: dict = field(default_factory=dict)
     pools: dict = field(default_factory=dict)
     replacement: dict = field(default_factory=dict)
+    test_users: dict = field(default_factory=dict)
 
     @property
     def per_user_pools(self) -> bool:
@@ -326,6 +330,10 @@ def read_rank_file(path, n_items: int | None, sample_size: int | None = None, fm
             raise InputError(f"{_where(p, fmt, i)}, column {col!r}: {df[col].iloc[i]!r} is not true/false (were the "
                              "decoys drawn with replacement?)")
         drawn_with = truthy
+    test_users = None
+    if "test_users" in roles:
+        test_users = _integers(df[roles["test_users"]], p, fmt, roles["test_users"], 1, MAX_ITEMS,
+                               "number of test users")
     table = RankTable(path=str(p), n_items=N)
     for m in dict.fromkeys(models):
         sel = models == m
@@ -339,6 +347,23 @@ def read_rank_file(path, n_items: int | None, sample_size: int | None = None, fm
                                                   else pools[sel])
         table.users[m] = users[sel] if users is not None else None
         table.replacement[m] = None
+        table.test_users[m] = None
+        if test_users is not None:
+            t = test_users[sel]
+            i = int(np.flatnonzero(sel)[0])
+            if not np.all(t == t[0]):
+                i = int(np.flatnonzero(sel)[np.argmax(t != t[0])])
+                raise InputError(f"{_where(p, fmt, i)}, column {roles['test_users']!r}: "
+                                 + (f"model {m!r} " if "model" in roles else "")
+                                 + f"gives {int(t[np.argmax(t != t[0])])} test users where an earlier row gives "
+                                   f"{int(t[0])} (one number per model)")
+            who = np.unique(users[sel]).size if users is not None else int(sel.sum())
+            if t[0] < who:
+                raise InputError(f"{_where(p, fmt, i)}, column {roles['test_users']!r}: "
+                                 + (f"model {m!r} " if "model" in roles else "")
+                                 + f"has {who} users, more than the {int(t[0])} test users it says they were sampled "
+                                   "from")
+            table.test_users[m] = int(t[0])
         if drawn_with is not None:
             w = drawn_with[sel]
             if not (w.all() or not w.any()):

@@ -924,13 +924,16 @@ def format_plan(plan: EvaluationPlan) -> str:
         each = " for each model" if plan.compare else ""
         e = plan.chosen.estimator
         opts = "".join(f", {k_}={v!r}" for k_, v in _EST_PARAMS.get(e, {}).items()) if e else ""
+        tu = plan.target == "test-users"
+        target = ', target="test-users"' if tu else ""
         est = ("" if e is None else
                f", then estimate_metrics(table.rank, table.n_items, table.sample_size, [\"{plan.metric}\"], "
-               f"[{plan.k}], [\"{e}\"]{opts})")
+               f"[{plan.k}], [\"{e}\"]{opts}, ci={plan.confidence:g}{target})")
         lines.append(f"Run it{each} with itemsampling.evaluation: table = {plan.chosen.call}{est}.")
         what_k = "" if plan.k is None else f" --k {plan.k}"
         lines.append(f"Or write it (table.to_csv(path, index=False){', one file with a model column' if plan.compare else ''}) "
-                     f"and read it with: python -m itemsampling estimate path --metric {plan.metric}{what_k}")
+                     f"and read it with: python -m itemsampling estimate path --metric {plan.metric}{what_k}"
+                     f"{' --target test-users' if tu else ''}")
     source = "the worst case over the fits above" if several else "the rank distribution above"
     lines.append(f"Half-widths are predictions from {source} (simulated through the sampling "
                  "kernel, each design run --n-sim times); see the guide's 'Planning an evaluation'.")

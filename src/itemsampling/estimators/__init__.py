@@ -63,8 +63,8 @@ from .estimate import (
     resolution_note,
 )
 from .policy import (  # the one interval policy (module policy)
-    IntervalRule, KeptEstimate, apply_interval_policy, difference_interval, interval_policy, is_full_ranking,
-    outside_note,
+    IntervalRule, KeptEstimate, add_user_sampling, apply_interval_policy, difference_interval, interval_policy,
+    is_full_ranking, outside_note, user_sampling_half_widths, widen_bounds,
 )
 from .weighted import estimate_metric_weighted  # popularity-weighted decoys, Chapter 11
 
@@ -93,6 +93,9 @@ __all__ = [
     "difference_interval",
     "is_full_ranking",
     "outside_note",
+    "user_sampling_half_widths",
+    "add_user_sampling",
+    "widen_bounds",
     "IntervalRule",
     "KeptEstimate",
     "resolution_note",

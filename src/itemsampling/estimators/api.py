@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_rng
+from .._validation import as_rng, check_int
 from ..metrics import canonical_metric
 from .auto import AUTO_ONLY, AUTO_OPTIONS, auto_estimates, check_auto_params
 from .bootstrap import MetricEstimate, bootstrap_metrics
 from .conditional import conditional_metrics
 from .estimate import METHODS, _check_nonempty, _point_metric, _point_metrics, _warn_resolution
-from .policy import (IntervalRule, _dense_for_pools, apply_interval_policy, check_interval_args, interval_policy,
-                     is_full_ranking)
+from .policy import (IntervalRule, _dense_for_pools, add_user_sampling, apply_interval_policy, check_interval_args,
+                     interval_policy, is_full_ranking, user_sampling_half_widths, widen_bounds)
 
 _AUTO_ONLY = tuple(x for x in AUTO_ONLY if x != "interval")  # ``interval`` is every method's (with ci)
 
@@ -27,7 +27,7 @@ __all__ = ["estimate_metric", "estimate_metrics"]
 
 
 def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=None, n_boot=200, rng=None,
-                    target="population", **params):
+                    target="population", test_users=None, **params):
     r"""Estimate the global metric :math:`T = \frac1M\sum_u F(R_u)` from sampled ranks.
 
     Parameters
@@ -111,18 +111,30 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
         ``"test-users"``: the metric :math:`\frac1M\sum_u F(R_u)` of the evaluated users
         themselves, whose only uncertainty is the item sampling: a parametric bootstrap of the
         sampled ranks given the fitted MLE :math:`\widehat P(R)`
-        (:mod:`itemsampling.estimators.conditional`, derivation and assumptions there; one
-        sample size for every user). The default is ``"population"`` because it needs no model
+        (:mod:`itemsampling.estimators.conditional`, derivation and assumptions there). The default is ``"population"`` because it needs no model
         of the ranks (only that the users are a random sample), it is what a comparison meant
         to generalise to new users needs, and the model-based ``"test-users"`` interval
         under-covers wherever the estimator's bias given the test users is not small against
-        the item-sampling noise (coverage studies in chapter 9 and the guide).
+        the item-sampling noise (coverage studies in chapter 9 and the guide). Per-user sample
+        sizes are those of adaptive sampling (TORS Algorithm 1: the replicates rerun the design).
+    test_users : int or None
+        With ``target="test-users"``: the number :math:`M_{test} \ge M` of test users the evaluated
+        :math:`M` were drawn from at random (user sampling, ``sampled_ranks(..., n_users=M)``, whose
+        table says it in its ``test_users`` column). The interval is then for the metric of all
+        :math:`M_{test}` test users: the user-sampling error about it, :math:`z\,s\sqrt{(1-f)/M}`,
+        :math:`f = M/M_{test}` (simple random sampling without replacement, the finite-population
+        correction of TORS Eq. 45-46 as :mod:`itemsampling.plan` predicts it), is added to the item
+        sampling's in quadrature (to the identification bounds at both ends below the rule), with
+        :math:`s` the users' standard deviation of :math:`F(R_u)`: the sample's with a full ranking,
+        else under the data's MLE :math:`\widehat P`. ``None`` (default) or :math:`M`: the evaluated users
+        are the test users. Ignored by ``target="population"`` (whose users are a sample anyway).
 
     Returns
     -------
     float, or ndarray over the cut-offs when ``k`` is a sequence; a ``MetricEstimate`` with ``ci``.
     """
     ci, n_boot, rng, target, params = _entry(ci, n_boot, rng, target, n_items, params)
+    test_users = _check_test_users(test_users, sampled_ranks)
     _warn_resolution(n_items, sample_size, k, method)
     if method == "auto":  # chosen per cut-off from the data (module .auto): an AutoEstimate
         canonical_metric(metric)
@@ -130,13 +142,14 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
                               **params)[metric]
     _refuse_auto_only(params)
     if ci is not None:
-        return _interval(True, sampled_ranks, n_items, sample_size, metric, k, method, ci, n_boot, rng, target, params)
+        return _interval(True, sampled_ranks, n_items, sample_size, metric, k, method, ci, n_boot, rng, target, params,
+                         test_users)
     params.pop("interval", None)
     return _point_metric(sampled_ranks, n_items, sample_size, metric, k, method, params, warn=False)
 
 
 def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, ci=None, n_boot=200, rng=None,
-                     target="population", **params):
+                     target="population", test_users=None, **params):
     r"""Several metrics and methods on one set of sampled ranks.
 
     Returns ``{method: {metric: estimate}}`` where each estimate is as :func:`estimate_metric`
@@ -155,6 +168,7 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
     (:func:`~itemsampling.estimators.conditional.conditional_metrics`).
     """
     ci, n_boot, rng, target, params = _entry(ci, n_boot, rng, target, n_items, params)
+    test_users = _check_test_users(test_users, sampled_ranks)
     _check_nonempty(metrics, "metrics", "metric")
     _check_nonempty(methods, "methods", f"method of {METHODS}")
     _warn_resolution(n_items, sample_size, k, methods)
@@ -173,12 +187,13 @@ def estimate_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, c
     _refuse_auto_only(params)
     if ci is not None:
         return _interval(False, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target,
-                         params)
+                         params, test_users)
     params.pop("interval", None)
     return _point_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods, params, warn=False)
 
 
-def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target, params):
+def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, ci, n_boot, rng, target, params,
+              test_users=None):
     """The ``ci`` branch of :func:`estimate_metric` (``single``) and :func:`estimate_metrics`: the interval
     policy (:func:`~.policy.interval_policy`, one rule per cut-off) applied by
     :func:`~.policy.apply_interval_policy`, on the user bootstrap (``target="population"``) or the
@@ -190,10 +205,6 @@ def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, 
     ks = list(np.atleast_1d(np.asarray(k, dtype=object))) if seq else [k]
     meths = [methods] if single or isinstance(methods, str) else list(methods)
     mets = [metrics] if single or isinstance(metrics, str) else list(metrics)
-    if target == "test-users" and np.ndim(sample_size) > 0 and np.unique(np.asarray(sample_size)).size > 1 \
-            and not is_full_ranking(n_items, sample_size):
-        raise ValueError("target='test-users' needs one sample_size for every user; with per-user sample sizes "
-                         "(adaptive sampling) use target='population'")
     full = is_full_ranking(n_items, sample_size)
     try:
         rules = {meth: interval_policy(n_items, sample_size, ks, meth, interval) for meth in meths}
@@ -208,6 +219,10 @@ def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, 
     if boot_ks and not (full and target == "test-users"):  # the test users' own metric is known exactly
         boot = several(sampled_ranks, n_items, sample_size, mets, boot_ks, run, ci=ci, n_boot=n_boot, rng=rng,
                        **own)
+    user_part = None
+    if target == "test-users" and test_users is not None and test_users > np.size(sampled_ranks):
+        user_part = user_sampling_half_widths(sampled_ranks, n_items, sample_size, mets, ks, ci, test_users,
+                                              params.get("replacement", True))
     res = {}
     for meth in meths:
         src = "sampled" if full else meth
@@ -222,13 +237,27 @@ def _interval(single, sampled_ranks, n_items, sample_size, metrics, k, methods, 
                 for jb, kk in enumerate(boot_ks):
                     lo[ks.index(kk)] = np.atleast_1d(e.low)[jb]
                     hi[ks.index(kk)] = np.atleast_1d(e.high)[jb]
+            if user_part is not None:  # the user sampling's error about the M_test users' metric, in quadrature
+                lo, hi = add_user_sampling(est, lo, hi, user_part[m])
             conv = (lambda v: v) if seq else (lambda v: float(v[0]))
             res[meth][m] = MetricEstimate(conv(est), conv(lo), conv(hi), float(ci), int(n_boot) if boot else 0, meth)
     out = {}
     for meth in meths:  # one margin simulation per method, one computation of the bounds per method
         out.update(apply_interval_policy({meth: res[meth]}, sampled_ranks, n_items, sample_size, k, ci, interval,
                                          params, rng, rules=rules[meth]))
+    if user_part is not None:  # below the rule the bounds hold for the M users: widened at both ends
+        out = {meth: {m: widen_bounds(e, user_part[m], m, ks, n_items) for m, e in per.items()}
+               for meth, per in out.items()}
     return out[methods][metrics] if single else out
+
+
+def _check_test_users(test_users, sampled_ranks):
+    """``test_users`` ``None`` or an integer at least the number of users (one rank each)."""
+    if test_users is None:
+        return None
+    M = int(np.size(sampled_ranks))
+    return check_int(test_users, "test_users", low=max(M, 1))
+
 
 
 def _entry(ci, n_boot, rng, target, n_items, params):

@@ -46,7 +46,13 @@ test users resemble draws from :math:`\widehat P`. Because the test-users interv
 between-user variance to hide behind, an estimator bias the model does not see (e.g. at cut-offs
 :math:`K` well below the resolution :math:`N/(n-1)`, where :math:`P` is not identified) makes it
 under-cover; it is reliable where the estimator's bias is small against its item-sampling
-standard deviation. (iii) One sample size for every user.
+standard deviation. (iii) One sample size for every user, or the sizes of adaptive sampling.
+
+Adaptive sampling (TORS Algorithm 1, per-user sizes :math:`n_u` on a ladder :math:`n_0 2^j`,
+:func:`adaptive_ladder`): the stopping rule depends only on the sampled ranks, so the posterior of a user
+is the one above with its own :math:`n_u` (TORS Eq. 43), and step (2) reruns the design on
+:math:`R^*_u` (:func:`itemsampling.sampling.adaptive_sample_ranks`): the replicate sizes :math:`n^*_u`
+are drawn with the ranks, as the study's were, and the estimator sees them.
 
 Per-user catalogue sizes (``n_items`` one :math:`N_u` per user, the model of :mod:`.distribution`):
 the posterior lives on the common grid of rank fractions of the largest pool and is free of the
@@ -67,8 +73,8 @@ import numpy as np
 from scipy import stats
 
 from .._validation import as_float_array, as_rng, check_bool, check_int
-from ..metrics import canonical_metric
-from ..sampling import sample_ranks
+from ..metrics import canonical_metric, metric_function
+from ..sampling import adaptive_sample_ranks, sample_ranks
 from .bootstrap import (
     MetricEstimate, _check_input, _check_n_boot, _grid_in_use, _metric_estimate, _metric_values, _pair_table,
     _Replicator, check_confidence,
@@ -80,7 +86,7 @@ from .estimate import TARGETS, check_target  # noqa: F401  (importable from here
 from .grid import kernel_columns, pool_metric_matrix
 
 __all__ = ["rank_posterior", "posterior_metric_moments", "conditional_metric",
-           "conditional_metrics"]
+           "conditional_metrics", "adaptive_ladder"]
 
 def _pairs(sampled_ranks, n_items, sample_size):
     """The validated input as the user bootstrap takes it (:func:`.bootstrap._check_input`) with its
@@ -172,7 +178,102 @@ def _pool_draws(post, col, g, Fp, n, n_boot, replacement, rng):
     return T_star, S
 
 
-def _replicate_estimates(S, N, n, metrics, ks, method, params, pools=None):
+def adaptive_ladder(sizes, ranks) -> np.ndarray:
+    r"""The ladder :math:`n_0, 2n_0, \dots, n_{max}` of TORS Algorithm 1 that per-user sample sizes
+    ``sizes`` come from (:func:`itemsampling.sampling.adaptive_sizes`): :math:`n_0` the smallest size and
+    :math:`n_{max}` the largest seen. Refuses sizes that are not :math:`n_0 2^j`, and a user below
+    :math:`n_{max}` ranked first (the design would have doubled its set): such sizes were not written
+    by adaptive sampling, and the replicates of :func:`conditional_metrics` could not redraw them."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    ranks = np.asarray(ranks, dtype=np.int64)
+    n0, top = int(sizes.min()), int(sizes.max())
+    ratio, rem = divmod(top, n0)
+    ladder = n0 * (1 << np.arange(ratio.bit_length(), dtype=np.int64))
+    if rem or ratio & (ratio - 1) or not np.all(np.isin(sizes, ladder)):
+        bad = int(sizes[~np.isin(sizes, ladder)][0]) if not (rem or ratio & (ratio - 1)) else top
+        raise ValueError("target='test-users' with per-user sample sizes needs the sizes of adaptive sampling "
+                         f"(n0 * 2**j: {', '.join(str(n0 << j) for j in range(3))}, ...), got size {bad}; "
+                         "for other per-user sizes use target='population'")
+    early = (sizes < top) & (ranks == 1)
+    if np.any(early):
+        u = int(np.flatnonzero(early)[0])
+        raise ValueError(f"target='test-users' with per-user sample sizes needs the sizes of adaptive sampling, "
+                         f"which doubles a set while its target ranks first; user {u} ranks first in a set of "
+                         f"{int(sizes[u])} < {top}: use target='population'")
+    return ladder
+
+
+def _user_metric_values(metrics, ks, N, R, pools):
+    r""":math:`F_{N_u}(R_u(R))` of each draw ``R`` (global ranks on the grid of the largest pool
+    :math:`N`) in its user's pool ``pools`` (an array like ``R``, or ``None``: one catalogue),
+    (:func:`~.grid.pool_rank_map`): shape ``R.shape + (n_metrics, n_ks)``."""
+    out = np.empty(R.shape + (len(metrics), len(ks)))
+    if pools is not None:
+        pools = np.broadcast_to(pools, R.shape)
+    if pools is None:
+        Rg = R
+    else:  # pool_rank_map, elementwise: 1 + round((R - 1)(N_u - 1)/(N - 1)), halves up
+        Rg = 1 + (2 * (R - 1) * (pools - 1) + (N - 1)) // (2 * (N - 1))
+    for i, m in enumerate(metrics):
+        for j, k in enumerate(ks):
+            if pools is not None and (canonical_metric(m) == "auc" or (canonical_metric(m) == "precision"
+                                                                       and k is None)):
+                vals = np.empty(R.shape)
+                for size in np.unique(pools):  # the metric involves the pool's size
+                    sel = pools == size
+                    vals[sel] = metric_function(m, k, int(size))(Rg[sel])
+                out[..., i, j] = vals
+            else:
+                out[..., i, j] = metric_function(m, k, N)(Rg)
+    return out
+
+
+def _adaptive_draws(post, col, pools, N, ladder, metrics, ks, n_boot, replacement, rng):
+    r"""Adaptive sampling (per-user sizes of TORS Algorithm 1, ``ladder``): every user's :math:`R^*_u`
+    from the posterior of its pair ``col[u]`` (inversion of the posterior CDF), :math:`T(R^*) =
+    \frac1M\sum_u F_{N_u}(R_u(R^*_u))` (``pools`` the users' pools or ``None``), and a fresh run of the
+    design on :math:`R^*` (:func:`itemsampling.sampling.adaptive_sample_ranks`, pool-free kernel on
+    the common grid): ``T*`` (n_boot, m, k) and the replicates' tables as counts ``S`` (n_boot, J) of the
+    distinct triples ``(pool, n*, r*)`` seen in any replicate, given as three arrays. Replicates are
+    drawn in chunks of bounded memory."""
+    M = col.size
+    cdf = np.cumsum(post, axis=0)
+    cdf /= cdf[-1]
+    n0, top = int(ladder[0]), int(ladder[-1])
+    g, pool_sizes = (np.zeros(M, dtype=np.int64), np.array([N])) if pools is None else \
+        np.unique(pools, return_inverse=True)[::-1]
+    g = np.asarray(g).reshape(-1)
+    width = top + 1
+    T_star = np.zeros((n_boot, len(metrics), len(ks)))
+    parts = []
+    step = max(1, int(2e6 // M))
+    order = np.argsort(col, kind="stable")
+    bounds = np.flatnonzero(np.diff(col[order])) + 1
+    groups = np.split(order, bounds)
+    for b0 in range(0, n_boot, step):
+        B = min(step, n_boot - b0)
+        U = rng.random((B, M))
+        Rs = np.empty((B, M), dtype=np.int64)
+        for users in groups:
+            j = int(col[users[0]])
+            Rs[:, users] = 1 + np.minimum(np.searchsorted(cdf[:, j], U[:, users], side="right"), N - 1)
+        T_star[b0:b0 + B] = _user_metric_values(metrics, ks, N, Rs, None if pools is None else pools[None, :]
+                                                ).mean(axis=1)
+        rs, ns = adaptive_sample_ranks(Rs.reshape(-1), N, n0, top, rng=rng, replacement=replacement)
+        keys = (np.tile(g, B) * width + ns) * width + rs
+        uk, inv = np.unique(keys, return_inverse=True)
+        counts = np.bincount(np.repeat(np.arange(B), M) * uk.size + inv.reshape(-1),
+                             minlength=B * uk.size).reshape(B, uk.size)
+        parts.append((b0, uk, counts))
+    union = np.unique(np.concatenate([uk for _, uk, _ in parts]))
+    S = np.zeros((n_boot, union.size))
+    for b0, uk, counts in parts:
+        S[b0:b0 + counts.shape[0], np.searchsorted(union, uk)] = counts
+    pair_pools = None if pools is None else pool_sizes[union // width // width]
+    return T_star, S, (union // width % width, union % width, pair_pools)
+
+
+def _replicate_estimates(S, N, n, metrics, ks, method, params, pools=None, pairs=None):
     """The estimate of ``method`` on every row of ``S`` (histograms of sampled ranks 1..n):
     (n_boot, n_metrics, n_ks), by the machinery of the user bootstrap (:class:`.bootstrap._Replicator`
     on the table of pairs ``(n, r)``, r = 1..n): histogram-linear methods in one product; EM-MLE on
@@ -182,6 +283,16 @@ def _replicate_estimates(S, N, n, metrics, ks, method, params, pools=None):
     own = _route(method, params)
     corr, dist = _split(own)
     corr.pop("grid", None)
+    if pairs is not None:  # per-user sizes (adaptive): S (n_boot, J) over the triples (sizes, ranks, pools)
+        ps, pr, pp = pairs
+        rep = _Replicator(N, n, ps, pr, S, list(metrics), ks, 1, pp)
+        if method == "mle" and own.get("solver", "em") == "em":  # the bootstrap's batched EM, as below
+            P = rep.prior("mle", dist, corr.get("replacement", True))[1]
+            if pp is None:
+                return np.einsum("bN,mkN->bmk", P, _metric_values(metrics, ks, N, np.arange(1, N + 1)))
+            A = np.einsum("bN,Nmkg->bmkg", P, pool_metric_matrix(metrics, ks, N, rep.pools))
+            return np.einsum("bmkg,bg->bmk", A, rep.Cpool) / rep.M
+        return rep.replicates(method, own) if method == "sampled" else rep.each(method, own)
     if pools is not None and method == "sampled":  # the sampled metric is free of the pools
         S, pools = S.sum(axis=1), None
     G = 1 if pools is None else pools.size
@@ -210,8 +321,8 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
     estimate on the observed ranks, ``low``/``high`` the parametric-bootstrap interval
     :math:`\widehat T \pm z_{\alpha/2}\sqrt{\overline{e^{*2}}}` of the module docstring, ``n_boot`` the number of parametric replicates. The same draws of
     :math:`(R^*, r^*)` serve every method and metric. ``n_items`` may be one catalogue size per
-    user (module docstring). One sample size for every user (per-user
-    sizes: use ``target="population"``). ``params`` as for ``estimate_metrics``; the prior of the
+    user (module docstring). One sample size for every user, or the per-user sizes of adaptive
+    sampling (the replicates rerun the design; :func:`adaptive_ladder` reads and checks the ladder). ``params`` as for ``estimate_metrics``; the prior of the
     posterior draws is the MLE of the same ranks with the options of ``mle={...}`` or of the
     ``solver``/``tol``/``max_iter`` given to an MLE method (package defaults otherwise).
     """
@@ -226,9 +337,7 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
     _check_options(params, methods)
     seq, ks = _ks(k)
     N, n, r, ps, pr, cnt, col, pools = _pairs(sampled_ranks, n_items, sample_size)
-    if not isinstance(n, int):
-        raise ValueError("target='test-users' needs one sample_size for every user; with per-user sample sizes "
-                         "(adaptive sampling) use target='population'")
+    ladder = None if isinstance(n, int) else adaptive_ladder(n, r)
     replacement = check_bool(params.get("replacement", True), "replacement")
     mle_opts = dict(params.get("mle", {}) or {})
     mle_opts.update({k2: v for k2, v in params.items() if k2 in ("solver", "tol", "max_iter")})
@@ -236,7 +345,11 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
                    dtype=np.float64)
     P = P / P.sum()
     post = rank_posterior(P, N, ps, pr, replacement)
-    if pools is not None:  # per-user pools: draws per pool, each user's pair col[u]
+    pairs = None
+    if ladder is not None:  # adaptive sampling: every user's draw, the design rerun on R*
+        T_star, S, pairs = _adaptive_draws(post, col, pools, N, ladder, metrics, ks, n_boot, replacement, gen)
+        Fs = _metric_values(metrics, ks, N, np.arange(1, N + 1))  # its range: that of every pool's metric
+    elif pools is not None:  # per-user pools: draws per pool, each user's pair col[u]
         pools, g = np.unique(pools, return_inverse=True)
         Fp = pool_metric_matrix(metrics, ks, N, pools)                              # (N, m, k, G)
         T_star, S = _pool_draws(post, col, g.reshape(-1), Fp, n, n_boot, replacement, gen)
@@ -249,7 +362,7 @@ def conditional_metrics(sampled_ranks, n_items, sample_size, metrics, k, methods
     z = float(stats.norm.ppf(0.5 + conf / 2))
     out: dict = {}
     for meth in methods:
-        err = _replicate_estimates(S, N, n, metrics, ks, meth, params, pools) - T_star
+        err = _replicate_estimates(S, N, n, metrics, ks, meth, params, pools, pairs) - T_star
         half = z * np.sqrt(np.mean(err ** 2, axis=0))                         # (n_metrics, n_ks)
         out[meth] = {}
         for i, m in enumerate(metrics):

@@ -59,7 +59,8 @@ from .bounds import identification_bounds
 from .estimate import TARGETS, _prepare, _route
 
 __all__ = ["KINDS", "IntervalRule", "KeptEstimate", "is_full_ranking", "interval_policy", "check_interval_args",
-           "apply_interval_policy", "difference_interval", "metric_range", "outside_note"]
+           "apply_interval_policy", "difference_interval", "metric_range", "outside_note", "user_sampling_half_widths",
+           "add_user_sampling", "widen_bounds"]
 
 #: The kinds of interval the policy gives (module docstring).
 KINDS = ("full", "bounds", "bootstrap+margin", "bootstrap")
@@ -267,3 +268,60 @@ def difference_interval(row_a: dict, row_b: dict, boot_low, boot_high, ci: float
     covers = kind != "bootstrap" or (row_a.get("identified", True) and row_b.get("identified", True))
     return {"low": float(lo), "high": float(hi), "interval": kind, "level": float(level),
             "decides": bool((lo > 0 or hi < 0) and covers)}
+
+
+def user_sampling_half_widths(sampled_ranks, n_items, sample_size, metrics, ks, ci, test_users, replacement=True) -> dict:
+    r"""The user sampling's half-width :math:`z\,s\sqrt{(1-f)/M}`, :math:`f = M/M_{test}`, per metric (an array
+    over ``ks``), :math:`s^2` the users' variance of :math:`F(R_u)` (:func:`~itemsampling.estimators.estimate_metric`, ``test_users``):
+    the sample variance with a full ranking, else :math:`\widehat P F^2 - (\widehat P F)^2` under the MLE of
+    the ranks on the grid of the largest pool."""
+    from scipy import stats
+
+    from .distribution import estimate_rank_distribution
+
+    r = np.asarray(sampled_ranks, dtype=np.int64).reshape(-1)
+    M = r.size
+    full = is_full_ranking(n_items, sample_size)
+    z = float(stats.norm.ppf(0.5 + ci / 2))
+    fpc = (1.0 - M / test_users) / M
+    N = int(np.max(n_items))
+    P = None
+    if not full:
+        P = np.asarray(estimate_rank_distribution(r, np.asarray(n_items) if np.ndim(n_items) else N, sample_size,
+                                                  "mle", replacement=replacement), dtype=np.float64)
+        P = P / P.sum()
+    out = {}
+    for m in metrics:
+        sd = []
+        for kk in ks:
+            if full:
+                F = (metric_function(m, kk, N)(r) if np.ndim(n_items) == 0 or canonical_metric(m) != "auc"
+                     else (np.asarray(n_items) - r) / (np.asarray(n_items) - 1.0))  # AUC in each user's pool
+                sd.append(float(np.std(F, ddof=1)) if M > 1 else 0.0)
+            else:
+                F = metric_function(m, kk, N)(np.arange(1, P.size + 1))
+                sd.append(float(np.sqrt(max(P @ F ** 2 - (P @ F) ** 2, 0.0))))
+        out[m] = z * np.asarray(sd) * np.sqrt(fpc)
+    return out
+
+
+def add_user_sampling(est, low, high, user_half_width):
+    """An interval about the evaluated users' metric widened, each side in quadrature, by the user sampling's
+    half-width (:func:`user_sampling_half_widths`): ``(low, high)`` about the metric of every test user."""
+    est, low, high = (np.asarray(v, dtype=np.float64) for v in (est, low, high))
+    return est - np.hypot(est - low, user_half_width), est + np.hypot(high - est, user_half_width)
+
+
+def widen_bounds(e, user_half_width, metric, ks, n_items):
+    """A policy row (:class:`KeptEstimate`) whose identification bounds (kind ``"bounds"``) hold for the
+    evaluated users, widened at both ends by the user sampling's half-width and kept in the metric's range:
+    bounds about the metric of every test user. Other kinds come back as they are."""
+    kinds = np.atleast_1d(np.asarray(e.interval, dtype=object))
+    if not np.any(kinds == "bounds"):
+        return e
+    seq = np.ndim(e.estimate) > 0
+    w = np.where(kinds == "bounds", user_half_width, 0.0)
+    top = np.array([metric_range(metric, kk, n_items)[1] for kk in ks])
+    lo = np.maximum(np.atleast_1d(e.low) - w, 0.0)
+    hi = np.minimum(np.atleast_1d(e.high) + w, top)
+    return dataclasses.replace(e, low=lo if seq else float(lo[0]), high=hi if seq else float(hi[0]))
