@@ -69,6 +69,9 @@ def main(argv=None) -> int:
     p.add_argument("--n-sim", type=int, default=20)
     p.add_argument("--target", choices=("population", "test-users"), default="population",
                    help="what the plan's half-widths and estimate's intervals are for (plan and estimate --target)")
+    p.add_argument("--compare-margin", type=float, default=None,
+                   help="plan for the difference of the first two models' Recall@10 at this margin (plan --compare): "
+                        "the pilot ranks both (one call, the same decoys)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     rng = np.random.default_rng(a.seed)
@@ -82,17 +85,23 @@ def main(argv=None) -> int:
     t_loop = time.perf_counter()
     # 1. pilot
     n_pilot = resolving_pilot_size(N, 10) if a.pilot_size == "resolve" else int(a.pilot_size)
-    pilot = sampled_ranks(scores[MODELS[0]], users, targets, exclude=E, n_items=N, design="fixed",
-                          sample_size=n_pilot, n_users=min(a.pilot_users, M), rng=np.random.default_rng([a.seed, 3]))
-    out["seconds"]["pilot"] = pilot.attrs["seconds"]
-    out["pilot"] = {"users": int(len(pilot)), "sample_size": n_pilot, "cost_share": pilot.attrs["scorings"] / (M * N)}
+    pilot_models = MODELS[:2] if a.compare_margin else MODELS[:1]
+    both = sampled_ranks({m: scores[m] for m in pilot_models}, users, targets, exclude=E, n_items=N, design="fixed",
+                         sample_size=n_pilot, n_users=min(a.pilot_users, M), rng=np.random.default_rng([a.seed, 3]))
+    pilot = both[both["model"] == MODELS[0]]
+    compare = both.loc[both["model"] == MODELS[1], "rank"].to_numpy() if a.compare_margin else None
+    out["seconds"]["pilot"] = both.attrs["seconds"]
+    out["compare_margin"] = a.compare_margin
+    out["pilot"] = {"users": int(len(pilot)), "sample_size": n_pilot, "models": list(pilot_models),
+                    "cost_share": both.attrs["scorings"] / len(pilot_models) / (M * N)}
     print(f"pilot: {len(pilot):,} users at n = {n_pilot:,}, {100 * out['pilot']['cost_share']:.2f} % of full ranking",
           flush=True)
     # 2. plan
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plan = plan_evaluation(N, M, "recall", 10, margin=None if a.budget else a.margin,
+        plan = plan_evaluation(N, M, "recall", 10, margin=None if a.budget else (a.compare_margin or a.margin),
+                               compare=compare,
                                budget=a.budget * M * N if a.budget else None, pilot=pilot["rank"].to_numpy(), sample_size=n_pilot,
                                pools=pilot["n_items"].to_numpy(), sizes=a.sizes, estimators=("mle",), n_sim=a.n_sim,
                                rng=a.seed, target=a.target)
@@ -105,7 +114,7 @@ def main(argv=None) -> int:
         out["budget_share"] = 0.05
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            plan = plan_evaluation(N, M, "recall", 10, budget=0.05 * M * N, pilot=pilot["rank"].to_numpy(),
+            plan = plan_evaluation(N, M, "recall", 10, budget=0.05 * M * N, pilot=pilot["rank"].to_numpy(), compare=compare,
                                    sample_size=n_pilot, pools=pilot["n_items"].to_numpy(), sizes=a.sizes,
                                    estimators=("mle",), n_sim=a.n_sim, rng=a.seed, target=a.target)
         print(format_plan(plan), flush=True)
@@ -113,8 +122,9 @@ def main(argv=None) -> int:
     print(f"pilot {out['seconds']['pilot']:.1f} s, plan {out['seconds']['plan']:.1f} s", flush=True)
     d = plan.chosen
     kw = design_kwargs(d)
-    out["chosen"] = {"label": d.label, "call": d.call, "predicted_cost": d.cost,
-                     "predicted_cost_share": d.cost / (M * N), "predicted_half_width": d.half_width}
+    per_model = d.cost / len(pilot_models)  # with --compare-margin the plan counts both models' scorings
+    out["chosen"] = {"label": d.label, "call": d.call, "predicted_cost": per_model,
+                     "predicted_cost_share": per_model / (M * N), "predicted_half_width": d.half_width}
     # 3. sampling: the three models in one call, on the same users and the same decoys (common random numbers)
     t = time.perf_counter()
     table = sampled_ranks(scores, users, targets, exclude=E, n_items=N, rng=np.random.default_rng([a.seed, 4]), **kw)
@@ -164,7 +174,7 @@ def main(argv=None) -> int:
                "rows": len(rows),
                "median_relative_half_width": float(np.nanmedian([r["relative_half_width"] for r in rows]))}
     out["summary"] = summary
-    print(f"\nchosen: {d.label}\n  predicted cost {100 * d.cost / full_cost:.2f} % of full ranking, half-width "
+    print(f"\nchosen: {d.label}\n  predicted cost {100 * per_model / full_cost:.2f} % of full ranking, half-width "
           f"{d.half_width:.4f}; realised cost {', '.join(f'{m} {100 * v:.2f} %' for m, v in out['realised_cost_share'].items())}, "
           f"{MODELS[0]} Recall@10 half-width {out['chosen']['realised_half_width']:.4f} (error "
           f"{out['chosen']['realised_error']:.4f})")

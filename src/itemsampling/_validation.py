@@ -286,3 +286,15 @@ class ResolutionWarning(UserWarning):
     the top :math:`K` of the :math:`N` items apart, so an estimate of a metric at :math:`K` is driven
     by the estimator's prior rather than by the data (raised by
     :func:`itemsampling.estimators.estimate_metric` and :func:`~itemsampling.estimators.estimate_metrics`)."""
+
+
+#: What an interval is for (``target=`` of the estimators, ``estimate --target``, ``plan --target``): the
+#: population the test users were drawn from, or the test users themselves.
+TARGETS = ("population", "test-users")
+
+
+def check_target(target) -> str:
+    """``target`` must be one of :data:`TARGETS`; a clear ``ValueError`` otherwise."""
+    if isinstance(target, str) and target in TARGETS:
+        return target
+    raise ValueError(f"target must be one of {TARGETS}, got {target!r}")

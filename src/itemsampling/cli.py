@@ -58,7 +58,7 @@ import warnings
 
 import numpy as np
 
-from ._validation import ResolutionWarning, as_rng, check_memory
+from ._validation import TARGETS, ResolutionWarning, as_rng, check_memory
 # the file readers and their error live in itemsampling.inputs (documented there); still importable from here
 from .inputs import (  # noqa: F401
     COLUMN_ALIASES, FORMATS, WEIGHTED_COLUMNS, InputError, RankTable, _k_value, k_value, read_rank_file,
@@ -660,7 +660,7 @@ def _build_parser():
                         "n_items) the plain mean with the user bootstrap. "
                         "bootstrap: the estimator's own bootstrap interval everywhere (it does not cover the "
                         "estimator's bias below the rule)")
-    e.add_argument("--target", default="population", choices=("population", "test-users"),
+    e.add_argument("--target", default="population", choices=TARGETS,
                    help="what the intervals are for: the population the users were drawn from (user bootstrap, "
                         "default) or the test users' own metric (item sampling only; with a test_users column, "
                         "all the test users the rows were sampled from)")

@@ -148,8 +148,9 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from scipy import optimize, stats
 
-from ._validation import (
-    ResolutionWarning, as_rng, check_int, check_open_unit, check_probability_vector, check_ranks, check_real,
+from ._validation import (  # TARGETS: what a plan's half-widths are for, as estimate's intervals
+    TARGETS, ResolutionWarning, as_rng, check_int, check_open_unit, check_probability_vector, check_ranks, check_real,
+    check_target,
 )
 from .inputs import InputError, k_value, read_rank_file, seed_value
 from .evaluation import design_call
@@ -171,9 +172,6 @@ DEFAULT_ESTIMATORS = ("mle", "bv")
 #: The fits of P(R) a pilot gives (``pilot_fits``): the smooth fits of ``method="auto"`` that the pilot
 #: does not reject (each design's half-width the worst case over them), or the single nonparametric MLE fit.
 PILOT_FITS = ("plausible", "mle")
-#: What a plan's half-widths are for (``target``), as ``estimate``'s intervals: the metric of the population
-#: the users were drawn from (``estimate``'s default), or the :math:`M` users' own metric.
-TARGETS = ("population", "test-users")
 _EST_PARAMS = {"bv": {"gamma": 0.1}, "bv_mle": {"gamma": 0.1}, "bv_mes": {"gamma": 0.1}}
 
 
@@ -321,12 +319,6 @@ def resolving_pilot_size(n_items: int, k: int) -> int:
     return n0
 
 
-def _check_target(target):
-    if not isinstance(target, str) or target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-    return target
-
-
 def _user_variance(sd, m, M, target="test-users"):
     r"""Variance of the mean of :math:`m` users' values (per-user standard deviation ``sd``) about the plan's
     ``target`` (module docstring): about the :math:`M` users' own metric, drawn without replacement,
@@ -406,7 +398,7 @@ def worst_case_users(metric: str, k, n_users: int, margin: float, confidence: fl
     M = check_int(n_users, "n_users", low=1)
     e = check_real(margin, "margin", low=0.0, low_open=True)
     conf = check_open_unit(confidence, "confidence", "a confidence level", ", e.g. 0.95")
-    _check_target(target)
+    check_target(target)
     kind, value = worst_case_user_bound(metric, k, compare)
     if kind == "variance":
         return _users_for_margin(value, M, float(stats.norm.ppf(1.0 - (1.0 - conf) / 2.0)), e, target)
@@ -588,7 +580,7 @@ def plan_evaluation(n_items, n_users, metric, k, margin=None, budget=None, confi
         raise ValueError("give margin or budget, not both")
     n_sim = check_int(n_sim, "n_sim", low=5)
     n_ladders = check_int(n_ladders, "n_ladders", low=1)
-    target = _check_target(target)
+    target = check_target(target)
     if pilot_fits not in PILOT_FITS:
         raise ValueError(f"pilot_fits must be one of {PILOT_FITS}, got {pilot_fits!r}")
     sizes_l = sorted({check_int(s, "sizes", low=2) for s in sizes})

@@ -178,7 +178,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import as_rng, check_bool, check_int
+from .._validation import TARGETS, as_rng, check_bool, check_int
 from ..mapping import sample_beta_ranks
 from ..kernel import RESOLVED, resolves
 from ..metrics import canonical_metric, metric_function
@@ -1280,7 +1280,7 @@ def validation_rmse(errors, idx=None) -> float:
 # the coverage study of the interval (guide, Table G.4c; benchmarks/auto_coverage.py at full size)
 # ---------------------------------------------------------------------------------------------
 #: the targets of the coverage study
-COVERAGE_TARGETS = ("population", "test-users")
+COVERAGE_TARGETS = TARGETS
 #: users drawn once per rank model and catalogue size for the population truth (Monte Carlo se below 4e-4)
 TRUTH_USERS = 2_000_000
 

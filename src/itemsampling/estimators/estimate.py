@@ -28,8 +28,8 @@ import warnings
 
 import numpy as np
 
-from .._validation import (
-    ResolutionWarning, check_bool, check_int, check_probability_vector, check_ranks, check_sizes,
+from .._validation import (  # noqa: F401  (TARGETS, check_target: importable from here, as before the move)
+    TARGETS, ResolutionWarning, check_bool, check_int, check_probability_vector, check_ranks, check_sizes, check_target,
 )
 from ..kernel import RESOLVED, resolution_limit
 from ..metrics import canonical_metric, metric_function
@@ -72,15 +72,6 @@ _CORRECTION_PARAMS = {"gamma", "prior", "n_users", "replacement", "grid"}
 _DIST_OPTIONS = {m: tuple(OPTIONS[m]) for m in _DISTRIBUTION_METHODS}
 _DIST_ONLY = {m: tuple(o for o in _DIST_OPTIONS[m] if o not in _DIST_OPTIONS["mle"]) for m in _DISTRIBUTION_METHODS}
 
-#: The interval targets of :func:`itemsampling.estimators.estimate_metric` (``target=``).
-TARGETS = ("population", "test-users")
-
-
-def check_target(target) -> str:
-    """``target`` must be one of :data:`TARGETS`; a clear ``ValueError`` otherwise."""
-    if isinstance(target, str) and target in TARGETS:
-        return target
-    raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
 
 
 def resolution_note(n_items, sample_size, k) -> str | None:

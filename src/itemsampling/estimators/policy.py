@@ -50,13 +50,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_rng, check_int, check_open_unit
+from .._validation import as_rng, check_int, check_open_unit, check_target
 from ..kernel import RESOLVED, resolves
 from ..metrics import canonical_metric, metric_function
 from .auto import MARGIN_METHODS, GAMMA, bias_margins, check_interval, design_margins
 from .bootstrap import MetricEstimate
 from .bounds import identification_bounds
-from .estimate import TARGETS, _prepare, _route
+from .estimate import _prepare, _route
 
 __all__ = ["KINDS", "IntervalRule", "KeptEstimate", "is_full_ranking", "interval_policy", "check_interval_args",
            "apply_interval_policy", "difference_interval", "metric_range", "outside_note", "user_sampling_half_widths",
@@ -140,14 +140,12 @@ def interval_policy(n_items, sample_size, k, method: str = "mle", interval: str 
 def check_interval_args(ci, n_boot, rng, target, interval):
     """Every interval argument checked once, whichever path uses it: ``ci`` a confidence level in (0, 1)
     or ``None``, ``n_boot`` an integer >= 10, ``rng`` a seed or Generator, ``target`` one of
-    :data:`~.estimate.TARGETS`, ``interval`` one of :data:`~.auto.INTERVALS`. Returns them checked."""
+    :data:`~itemsampling._validation.TARGETS`, ``interval`` one of :data:`~.auto.INTERVALS`. Returns them checked."""
     if ci is not None:
         ci = check_open_unit(ci, "ci", "a confidence level", ", e.g. 0.95")
     n_boot = check_int(n_boot, "n_boot", low=10)
     gen = as_rng(rng)
-    if not (isinstance(target, str) and target in TARGETS):
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-    return ci, n_boot, gen, target, check_interval(interval)
+    return ci, n_boot, gen, check_target(target), check_interval(interval)
 
 
 def metric_range(metric, k, n_items) -> tuple:
