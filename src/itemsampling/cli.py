@@ -409,6 +409,7 @@ def _user_part(table, model, r, pools, n, metrics, ks, ci, target, params):
     distinct = np.unique(users).size if users is not None else r.size
     if total <= distinct:
         return None
+    # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators import user_sampling_half_widths
 
     rows_total = max(int(round(total * r.size / distinct)), r.size + 1)

@@ -49,6 +49,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from .._validation import as_rng, check_int, check_open_unit, check_target
 from ..kernel import RESOLVED, resolves
@@ -56,6 +57,7 @@ from ..metrics import canonical_metric, metric_function
 from .auto import MARGIN_METHODS, GAMMA, bias_margins, check_interval, design_margins
 from .bootstrap import MetricEstimate
 from .bounds import identification_bounds
+from .distribution import estimate_rank_distribution
 from .estimate import _prepare, _route
 
 __all__ = ["KINDS", "IntervalRule", "KeptEstimate", "is_full_ranking", "interval_policy", "check_interval_args",
@@ -273,10 +275,6 @@ def user_sampling_half_widths(sampled_ranks, n_items, sample_size, metrics, ks, 
     over ``ks``), :math:`s^2` the users' variance of :math:`F(R_u)` (:func:`~itemsampling.estimators.estimate_metric`, ``test_users``):
     the sample variance with a full ranking, else :math:`\widehat P F^2 - (\widehat P F)^2` under the MLE of
     the ranks on the grid of the largest pool."""
-    from scipy import stats
-
-    from .distribution import estimate_rank_distribution
-
     r = np.asarray(sampled_ranks, dtype=np.int64).reshape(-1)
     M = r.size
     full = is_full_ranking(n_items, sample_size)
