@@ -116,7 +116,7 @@ from scipy import optimize, stats
 
 from .._validation import check_bool, check_int, check_memory, check_ranks
 from ..metrics import canonical_metric, metric_function
-from .grid import RankGrid, check_sampled_ranks
+from .grid import RankGrid, check_sampled_ranks, pool_ranks
 
 __all__ = ["BoundsResult", "identification_bounds", "cut_points", "clopper_pearson", "lp_bounds"]
 
@@ -292,7 +292,7 @@ def _pool_metric(metric, k, N: int, R, pools, weights) -> np.ndarray:
     w = np.asarray(weights, np.float64)
 
     def rank_in(pool, rows):
-        return 1 + (2 * (rows - 1) * (pool - 1) + (N - 1)) // (2 * (N - 1))
+        return pool_ranks(N, rows, pool)
 
     out = np.zeros(R.size)
     own_n = metric == "auc" or (metric == "precision" and k is None)

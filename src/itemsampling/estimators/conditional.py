@@ -74,7 +74,7 @@ from scipy import stats
 
 from .._validation import as_float_array, as_rng, check_bool, check_int
 from ..metrics import canonical_metric, metric_function
-from ..sampling import adaptive_sample_ranks, sample_ranks
+from ..sampling import adaptive_sample_ranks, adaptive_sizes, sample_ranks
 from .bootstrap import (
     MetricEstimate, _check_input, _check_n_boot, _grid_in_use, _metric_estimate, _metric_values, _pair_table,
     _Replicator, check_confidence,
@@ -83,7 +83,7 @@ from .corrected import CORRECTION_METHODS
 from .distribution import estimate_rank_distribution
 from .estimate import _check_options, _ks, _point_metrics, _route, _split
 from .estimate import TARGETS, check_target  # noqa: F401  (importable from here, as before the move)
-from .grid import kernel_columns, pool_metric_matrix
+from .grid import kernel_columns, pool_metric_matrix, pool_ranks
 
 __all__ = ["rank_posterior", "posterior_metric_moments", "conditional_metric",
            "conditional_metrics", "adaptive_ladder"]
@@ -152,6 +152,18 @@ def _sampled_histograms(H, N, pair_size, n_boot, replacement, rng):
     return out
 
 
+def _draw_ranks(cdf, col, U):
+    r"""Global ranks :math:`R^*` by inversion of the posterior CDF ``cdf`` (N, J): user ``u``'s uniform
+    draws ``U[:, u]`` read on the column of its pair ``col[u]``: (B, M) ranks in 1..N."""
+    N = cdf.shape[0]
+    Rs = np.empty(U.shape, dtype=np.int64)
+    order = np.argsort(col, kind="stable")  # the users of each pair, by one sort (not one scan per pair)
+    for users in np.split(order, np.flatnonzero(np.diff(col[order])) + 1):
+        j = int(col[users[0]])
+        Rs[:, users] = 1 + np.minimum(np.searchsorted(cdf[:, j], U[:, users], side="right"), N - 1)
+    return Rs
+
+
 def _pool_draws(post, col, g, Fp, n, n_boot, replacement, rng):
     r"""Per-user pools: every user's :math:`R^*_u` from the posterior of its pair ``col[u]`` (by
     inversion of the posterior CDF), :math:`T(R^*) = \frac1M\sum_u F_{N_u}(R_u(R^*_u))` with the
@@ -166,11 +178,7 @@ def _pool_draws(post, col, g, Fp, n, n_boot, replacement, rng):
     step = max(1, int(2e6 // M))
     for b0 in range(0, n_boot, step):
         B = min(step, n_boot - b0)
-        U = rng.random((B, M))
-        Rs = np.empty((B, M), dtype=np.int64)
-        for j in np.unique(col):
-            users = np.flatnonzero(col == j)
-            Rs[:, users] = 1 + np.minimum(np.searchsorted(cdf[:, j], U[:, users], side="right"), N - 1)
+        Rs = _draw_ranks(cdf, col, rng.random((B, M)))
         T_star[b0:b0 + B] = Fp[Rs - 1, :, :, g[None, :]].sum(axis=1) / M
         rs = sample_ranks(Rs.reshape(-1), N, n, rng=rng, replacement=replacement).reshape(B, M)
         for i in range(B):
@@ -187,10 +195,12 @@ def adaptive_ladder(sizes, ranks) -> np.ndarray:
     sizes = np.asarray(sizes, dtype=np.int64)
     ranks = np.asarray(ranks, dtype=np.int64)
     n0, top = int(sizes.min()), int(sizes.max())
-    ratio, rem = divmod(top, n0)
-    ladder = n0 * (1 << np.arange(ratio.bit_length(), dtype=np.int64))
-    if rem or ratio & (ratio - 1) or not np.all(np.isin(sizes, ladder)):
-        bad = int(sizes[~np.isin(sizes, ladder)][0]) if not (rem or ratio & (ratio - 1)) else top
+    try:
+        ladder = adaptive_sizes(n0, top, top)
+        bad = None if np.all(np.isin(sizes, ladder)) else int(sizes[~np.isin(sizes, ladder)][0])
+    except ValueError:  # n_max is not n0 * 2**j
+        bad = top
+    if bad is not None:
         raise ValueError("target='test-users' with per-user sample sizes needs the sizes of adaptive sampling "
                          f"(n0 * 2**j: {', '.join(str(n0 << j) for j in range(3))}, ...), got size {bad}; "
                          "for other per-user sizes use target='population'")
@@ -210,10 +220,7 @@ def _user_metric_values(metrics, ks, N, R, pools):
     out = np.empty(R.shape + (len(metrics), len(ks)))
     if pools is not None:
         pools = np.broadcast_to(pools, R.shape)
-    if pools is None:
-        Rg = R
-    else:  # pool_rank_map, elementwise: 1 + round((R - 1)(N_u - 1)/(N - 1)), halves up
-        Rg = 1 + (2 * (R - 1) * (pools - 1) + (N - 1)) // (2 * (N - 1))
+    Rg = R if pools is None else pool_ranks(N, R, pools)
     for i, m in enumerate(metrics):
         for j, k in enumerate(ks):
             if pools is not None and (canonical_metric(m) == "auc" or (canonical_metric(m) == "precision"
@@ -247,16 +254,9 @@ def _adaptive_draws(post, col, pools, N, ladder, metrics, ks, n_boot, replacemen
     T_star = np.zeros((n_boot, len(metrics), len(ks)))
     parts = []
     step = max(1, int(2e6 // M))
-    order = np.argsort(col, kind="stable")
-    bounds = np.flatnonzero(np.diff(col[order])) + 1
-    groups = np.split(order, bounds)
     for b0 in range(0, n_boot, step):
         B = min(step, n_boot - b0)
-        U = rng.random((B, M))
-        Rs = np.empty((B, M), dtype=np.int64)
-        for users in groups:
-            j = int(col[users[0]])
-            Rs[:, users] = 1 + np.minimum(np.searchsorted(cdf[:, j], U[:, users], side="right"), N - 1)
+        Rs = _draw_ranks(cdf, col, rng.random((B, M)))
         T_star[b0:b0 + B] = _user_metric_values(metrics, ks, N, Rs, None if pools is None else pools[None, :]
                                                 ).mean(axis=1)
         rs, ns = adaptive_sample_ranks(Rs.reshape(-1), N, n0, top, rng=rng, replacement=replacement)

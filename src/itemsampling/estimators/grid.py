@@ -135,6 +135,7 @@ __all__ = [
     "kernel_columns",
     "grid_metric",
     "pool_rank_map",
+    "pool_ranks",
     "pool_metric_matrix",
     "pool_cell_metric",
 ]
@@ -951,6 +952,14 @@ def grid_metric(masses, grid: RankGrid, metric: str, k):
 # ---------------------------------------------------------------------------------------------
 # metrics of per-user catalogue sizes on the common grid of rank fractions
 # ---------------------------------------------------------------------------------------------
+def pool_ranks(n_items: int, ranks, pools) -> np.ndarray:
+    r""":math:`R_u(R) = 1 + \mathrm{round}\bigl(\frac{R-1}{N-1}(N_u - 1)\bigr)` (halves rounded up), elementwise
+    (``ranks`` and ``pools`` broadcast, integers, unchecked): the rank in a pool of :math:`N_u` items of the
+    point :math:`R` of the largest pool's grid, the one map of :func:`pool_rank_map`, the metrics on the
+    pools and the identification bounds."""
+    return 1 + (2 * (np.asarray(ranks) - 1) * (np.asarray(pools) - 1) + (n_items - 1)) // (2 * (n_items - 1))
+
+
 def pool_rank_map(n_items: int, pool) -> np.ndarray:
     r"""The rank in a pool of :math:`N_u` items of each point of the common grid of rank fractions
     :math:`t = (R-1)/(N-1)`, :math:`R = 1..N` (:math:`N` = the largest pool):
@@ -964,8 +973,8 @@ def pool_rank_map(n_items: int, pool) -> np.ndarray:
         Nu = check_ranks(pool, "pool", high=N)[None, :]
         if Nu.min() < 2:
             raise ValueError(f"pool must hold catalogue sizes in 2..{N}, got {Nu.min()}")
-    j = np.arange(N, dtype=np.int64)[:, None] if np.ndim(pool) else np.arange(N, dtype=np.int64)
-    return 1 + (2 * j * (Nu - 1) + (N - 1)) // (2 * (N - 1))
+    R = np.arange(1, N + 1, dtype=np.int64)
+    return pool_ranks(N, R[:, None] if np.ndim(pool) else R, Nu)
 
 
 def pool_metric_matrix(metrics, ks, n_items: int, pools, weights=None) -> np.ndarray:
@@ -1032,10 +1041,10 @@ def _weighted_pool_metric(metric, k, N: int, pools: np.ndarray, w: np.ndarray) -
         out[:] = np.cumsum(acc[::-1])[::-1][1:]
         return out / int(k) if name == "precision" else out
     block = max(1, int(4e6 // max(top, 1)))
-    j = np.arange(top, dtype=np.int64)[:, None]
+    rows = np.arange(1, top + 1, dtype=np.int64)[:, None]
     for s in range(0, nu.size, block):
         g = nu[s:s + block][None, :]
-        Rg = 1 + (2 * j * (g - 1) + (N - 1)) // (2 * (N - 1))  # pool_rank_map on the rows 0..top-1
+        Rg = pool_ranks(N, rows, g)  # pool_rank_map on the rows 1..top
         if own_size:
             F = np.column_stack([metric_function(name, k, int(gg))(Rg[:, c]) for c, gg in enumerate(g[0])])
         else:
