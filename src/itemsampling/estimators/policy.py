@@ -274,7 +274,8 @@ def user_sampling_half_widths(sampled_ranks, n_items, sample_size, metrics, ks, 
     r"""The user sampling's half-width :math:`z\,s\sqrt{(1-f)/M}`, :math:`f = M/M_{test}`, per metric (an array
     over ``ks``), :math:`s^2` the users' variance of :math:`F(R_u)` (:func:`~itemsampling.estimators.estimate_metric`, ``test_users``):
     the sample variance with a full ranking, else :math:`\widehat P F^2 - (\widehat P F)^2` under the MLE of
-    the ranks on the grid of the largest pool."""
+    the ranks on the grid of the largest pool. Simple random sampling of the test users without replacement:
+    the finite-population correction of TORS Eq. 45-46, as :mod:`itemsampling.plan` predicts it."""
     r = np.asarray(sampled_ranks, dtype=np.int64).reshape(-1)
     M = r.size
     full = is_full_ranking(n_items, sample_size)
