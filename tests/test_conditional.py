@@ -265,3 +265,67 @@ def test_user_sampling_half_widths_under_the_fit_and_bounds_widened():
     u5 = user_sampling_half_widths(r, N, n, ["recall"], [5], 0.95, Mt)["recall"][0]
     assert all_.low[0] == pytest.approx(max(own.low[0] - u5, 0.0)) and all_.high[0] == pytest.approx(own.high[0] + u5)
     assert all_.high[1] - all_.low[1] > own.high[1] - own.low[1]
+
+
+def test_user_sampling_half_widths_count_the_users_not_their_rows():
+    """Several rows (test items) per user: the users are the sampled units and the metric is a ratio of user
+    totals. Full ranking: the ratio estimator's s^2 checked by hand on five users; the coverage of all test
+    users' Recall@10 (the mean over their rows) by an exact binomial test, 400 studies, with rows of one
+    user strongly correlated (where treating the rows as users undercovers, also tested). Item-sampled:
+    the cluster formula with one row per user equals P F^2 - (P F)^2 under the MLE to O(1/M), and the rows'
+    posterior moments equal Bayes' rule done by hand."""
+    from scipy import stats
+
+    from itemsampling.estimators import user_sampling_half_widths
+    from itemsampling.estimators.policy import _cluster_variance, _row_posterior_moments
+
+    # five users, 1-3 rows each, Recall@2 of a full ranking (N = n = 6): T_u and k_u by hand
+    r = np.array([1, 3, 2, 2, 5, 1, 6, 1, 1])
+    users = np.array([7, 7, 8, 8, 8, 9, 10, 11, 11])
+    F = (r <= 2).astype(float)
+    T, k = np.array([1.0, 2.0, 1.0, 0.0, 2.0]), np.array([2.0, 3.0, 1.0, 1.0, 2.0])
+    mu = T.sum() / k.sum()
+    s2 = np.sum((T - mu * k) ** 2) / 4 / k.mean() ** 2
+    assert _cluster_variance(F, np.zeros_like(F), np.unique(users, return_inverse=True)[1]) == pytest.approx(s2)
+    u = user_sampling_half_widths(r, 6, 6, ["recall"], [2], 0.95, 20, users=users)["recall"][0]
+    assert u == pytest.approx(stats.norm.ppf(0.975) * np.sqrt(s2 * (1 - 5 / 20) / 5))
+    # one row per user (ids all distinct): the formula of the rows
+    one = user_sampling_half_widths(r, 6, 6, ["recall"], [2], 0.95, 40, users=np.arange(9))["recall"][0]
+    assert one == pytest.approx(stats.norm.ppf(0.975) * np.std(F, ddof=1) * np.sqrt((1 - 9 / 40) / 9))
+
+    # coverage with correlated rows: each user's 4 rows share its rank level
+    N, Mt, m, rows, studies = 1000, 2000, 300, 4, 400
+    g = np.random.default_rng(31)
+    cover = cover_rows = 0
+    for _ in range(studies):
+        level = g.beta(0.4, 3.0, Mt)
+        R = np.clip(1 + (N * np.clip(level[:, None] + 0.02 * g.standard_normal((Mt, rows)), 0, 1)).astype(int), 1, N)
+        truth = np.mean(R <= 10)
+        pick = g.choice(Mt, m, replace=False)
+        sub, ids = R[pick].reshape(-1), np.repeat(pick, rows)
+        est = np.mean(sub <= 10)
+        h = user_sampling_half_widths(sub, N, N, ["recall"], [10], 0.95, Mt, users=ids)["recall"][0]
+        cover += abs(est - truth) <= h
+        h_rows = user_sampling_half_widths(sub, N, N, ["recall"], [10], 0.95, Mt * rows)["recall"][0]
+        cover_rows += abs(est - truth) <= h_rows
+    assert stats.binomtest(cover, studies, 0.95).pvalue > 0.01, cover / studies
+    assert stats.binomtest(cover_rows, studies, 0.95, alternative="less").pvalue < 0.01, cover_rows / studies
+
+    # item-sampled: posterior moments by hand, and the one-row case against P F^2 - (P F)^2
+    N, n = 300, 30
+    R = np.arange(1, N + 1)
+    P = R ** -0.7
+    P /= P.sum()
+    rs = sample_ranks(g.choice(R, 800, p=P), N, n, rng=g)
+    Fk = (R <= 20).astype(float)
+    mean, var = _row_posterior_moments(P, Fk, N, n, rs[:5], True)
+    for i in range(5):
+        lik = stats.binom.pmf(rs[i] - 1, n - 1, (R - 1) / (N - 1))
+        post = P * lik / np.sum(P * lik)
+        assert mean[i] == pytest.approx(post @ Fk, rel=1e-9)
+        assert var[i] == pytest.approx(post @ Fk ** 2 - (post @ Fk) ** 2, rel=1e-9)
+    Phat = np.asarray(estimate_rank_distribution(rs, N, n, "mle"))
+    Phat = Phat / Phat.sum()
+    mean, var = _row_posterior_moments(Phat, Fk, N, n, rs, True)
+    assert _cluster_variance(mean, var, np.arange(rs.size)) == pytest.approx(
+        Phat @ Fk ** 2 - (Phat @ Fk) ** 2, rel=5e-3)

@@ -400,8 +400,9 @@ def estimate_table(table: RankTable, metrics, ks, method: str = DEFAULT_METHOD, 
 def _user_part(table, model, r, pools, n, metrics, ks, ci, target, params):
     """With ``--target test-users`` and a model whose users were sampled from more test users (the table's
     ``test_users`` column): the user sampling's half-widths per metric
-    (:func:`~itemsampling.estimators.user_sampling_half_widths`), else ``None``. The sampling fraction is the
-    users' (distinct ids); with several rows per user the number of rows of all test users scales with it."""
+    (:func:`~itemsampling.estimators.user_sampling_half_widths`), else ``None``. The sampled units are the
+    users (distinct ids): with several rows per user, the half-width is the cluster sample's, which counts
+    the correlation of one user's rows."""
     total = getattr(table, "test_users", {}).get(model)
     if target != "test-users" or total is None:
         return None
@@ -412,8 +413,8 @@ def _user_part(table, model, r, pools, n, metrics, ks, ci, target, params):
     # deferred: the estimators load scipy's solvers; `python -m itemsampling run|data` do without them
     from .estimators import user_sampling_half_widths
 
-    rows_total = max(int(round(total * r.size / distinct)), r.size + 1)
-    return user_sampling_half_widths(r, pools, n, metrics, ks, ci, rows_total, params.get("replacement", True))
+    return user_sampling_half_widths(r, pools, n, metrics, ks, ci, total, params.get("replacement", True),
+                                     users=users)
 
 
 def _sub_table(table, models):

@@ -58,6 +58,7 @@ from .auto import MARGIN_METHODS, GAMMA, bias_margins, check_interval, design_ma
 from .bootstrap import MetricEstimate
 from .bounds import identification_bounds
 from .distribution import estimate_rank_distribution
+from .grid import kernel_columns
 from .estimate import _prepare, _route
 
 __all__ = ["KINDS", "IntervalRule", "KeptEstimate", "is_full_ranking", "interval_policy", "check_interval_args",
@@ -270,14 +271,31 @@ def difference_interval(row_a: dict, row_b: dict, boot_low, boot_high, ci: float
             "decides": bool((lo > 0 or hi < 0) and covers)}
 
 
-def user_sampling_half_widths(sampled_ranks, n_items, sample_size, metrics, ks, ci, test_users, replacement=True) -> dict:
+def user_sampling_half_widths(sampled_ranks, n_items, sample_size, metrics, ks, ci, test_users, replacement=True,
+                              users=None) -> dict:
     r"""The user sampling's half-width :math:`z\,s\sqrt{(1-f)/M}`, :math:`f = M/M_{test}`, per metric (an array
     over ``ks``), :math:`s^2` the users' variance of :math:`F(R_u)` (:func:`~itemsampling.estimators.estimate_metric`, ``test_users``):
     the sample variance with a full ranking, else :math:`\widehat P F^2 - (\widehat P F)^2` under the MLE of
     the ranks on the grid of the largest pool. Simple random sampling of the test users without replacement:
-    the finite-population correction of TORS Eq. 45-46, as :mod:`itemsampling.plan` predicts it."""
+    the finite-population correction of TORS Eq. 45-46, as :mod:`itemsampling.plan` predicts it.
+
+    ``users`` (one id per row, optional): the rows' users. Where a user has several rows (several test
+    items), the users, not the rows, are the sampled units, and the metric, the mean over the rows, is a
+    ratio of two user totals: :math:`M` and :math:`M_{test}` count users, and :math:`s^2` is the cluster
+    sample's :math:`\frac{1}{\bar k^2}\operatorname{Var}_u(T_u - \mu k_u)` (the ratio estimator of a sample of
+    clusters of unequal sizes: Cochran 1977, *Sampling Techniques*, Ch. 6 and 9A; :math:`T_u` the user's sum of :math:`F` over its :math:`k_u` rows, :math:`\mu` the mean
+    over the rows), which counts the correlation of one user's rows (:func:`_cluster_variance`). Each row
+    its own user gives the formula above."""
     r = np.asarray(sampled_ranks, dtype=np.int64).reshape(-1)
-    M = r.size
+    groups = None
+    if users is not None:
+        ids = np.asarray(users).reshape(-1)
+        if ids.size != r.size:
+            raise ValueError(f"users must give one id per sampled rank ({r.size}), got {ids.size}")
+        _, groups = np.unique(ids, return_inverse=True)
+        if groups.max() + 1 == r.size:
+            groups = None  # one row per user: the users are the rows
+    M = r.size if groups is None else int(groups.max()) + 1
     full = is_full_ranking(n_items, sample_size)
     z = float(stats.norm.ppf(0.5 + ci / 2))
     fpc = (1.0 - M / test_users) / M
@@ -294,12 +312,59 @@ def user_sampling_half_widths(sampled_ranks, n_items, sample_size, metrics, ks, 
             if full:
                 F = (metric_function(m, kk, N)(r) if np.ndim(n_items) == 0 or canonical_metric(m) != "auc"
                      else (np.asarray(n_items) - r) / (np.asarray(n_items) - 1.0))  # AUC in each user's pool
-                sd.append(float(np.std(F, ddof=1)) if M > 1 else 0.0)
+                if groups is not None:
+                    sd.append(np.sqrt(_cluster_variance(F, np.zeros_like(F), groups)))
+                else:
+                    sd.append(float(np.std(F, ddof=1)) if M > 1 else 0.0)
             else:
                 F = metric_function(m, kk, N)(np.arange(1, P.size + 1))
-                sd.append(float(np.sqrt(max(P @ F ** 2 - (P @ F) ** 2, 0.0))))
+                if groups is not None:
+                    mean, var = _row_posterior_moments(P, F, N, sample_size, r, replacement)
+                    sd.append(np.sqrt(_cluster_variance(mean, var, groups)))
+                else:
+                    sd.append(float(np.sqrt(max(P @ F ** 2 - (P @ F) ** 2, 0.0))))
         out[m] = z * np.asarray(sd) * np.sqrt(fpc)
     return out
+
+
+def _cluster_variance(mean, var, groups) -> float:
+    r""":math:`s^2` of a sample of users whose rows hold :math:`F`'s conditional ``mean`` and ``var`` (0 and
+    :math:`F` itself with a full ranking): :math:`\frac{1}{\bar k^2}\bigl[\frac{1}{M-1}\sum_u (E_u - \hat\mu
+    k_u)^2 + \frac1M\sum_u V_u\bigr]`, :math:`E_u` and :math:`V_u` the sums over the user's rows, :math:`\hat\mu =
+    \sum_u E_u/\sum_u k_u`. By the law of total variance, :math:`\operatorname{Var}(T_u - \mu k_u)` is the
+    variance of its conditional mean given the user's sampled ranks plus the mean of its conditional
+    variance, which is :math:`V_u` because the rows' global ranks are independent given their sampled ranks
+    (each row's decoys are drawn apart). With a full ranking it is the ratio estimator's :math:`s^2` (Cochran
+    1977, Ch. 9A)."""
+    k = np.bincount(groups).astype(np.float64)
+    M = k.size
+    if M < 2:
+        return 0.0
+    E = np.bincount(groups, weights=mean, minlength=M)
+    V = np.bincount(groups, weights=var, minlength=M)
+    mu = E.sum() / k.sum()
+    d = E - mu * k
+    return float((d @ d / (M - 1) + V.mean()) / k.mean() ** 2)
+
+
+def _row_posterior_moments(P, F, N, sample_size, r, replacement, block: int = 2 ** 24):
+    r""":math:`\mathbb E[F(R)\mid r_i]` and :math:`\operatorname{Var}[F(R)\mid r_i]` of every row under the
+    prior ``P`` over :math:`1..N` (Bayes' rule with the kernel columns of the rows' distinct
+    :math:`(n_i, r_i)` pairs, :func:`~.grid.kernel_columns`, in blocks of at most ``block`` entries)."""
+    n = np.broadcast_to(np.asarray(sample_size, dtype=np.int64), r.shape)
+    pairs, inverse = np.unique(np.stack([n, r]), axis=1, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    J = pairs.shape[1]
+    m1, m2 = np.empty(J), np.empty(J)
+    step = max(1, block // N)
+    PF, PF2 = P * F, P * F ** 2
+    for s in range(0, J, step):
+        Kc = kernel_columns(N, pairs[0, s:s + step], pairs[1, s:s + step], replacement)
+        q = P @ Kc
+        m1[s:s + step] = (PF @ Kc) / q
+        m2[s:s + step] = (PF2 @ Kc) / q
+    mean = m1[inverse]
+    return mean, np.maximum(m2[inverse] - mean ** 2, 0.0)
 
 
 def add_user_sampling(est, low, high, user_half_width):
