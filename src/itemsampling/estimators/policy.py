@@ -58,7 +58,7 @@ from .auto import MARGIN_METHODS, GAMMA, bias_margins, check_interval, design_ma
 from .bootstrap import MetricEstimate
 from .bounds import identification_bounds
 from .distribution import estimate_rank_distribution
-from .grid import kernel_columns
+from .conditional import rank_posterior
 from .estimate import _prepare, _route
 
 __all__ = ["KINDS", "IntervalRule", "KeptEstimate", "is_full_ranking", "interval_policy", "check_interval_args",
@@ -349,20 +349,18 @@ def _cluster_variance(mean, var, groups) -> float:
 
 def _row_posterior_moments(P, F, N, sample_size, r, replacement, block: int = 2 ** 24):
     r""":math:`\mathbb E[F(R)\mid r_i]` and :math:`\operatorname{Var}[F(R)\mid r_i]` of every row under the
-    prior ``P`` over :math:`1..N` (Bayes' rule with the kernel columns of the rows' distinct
-    :math:`(n_i, r_i)` pairs, :func:`~.grid.kernel_columns`, in blocks of at most ``block`` entries)."""
+    prior ``P`` over :math:`1..N`: the posterior of :func:`~.conditional.rank_posterior` for the rows'
+    distinct :math:`(n_i, r_i)` pairs, in blocks of pairs of at most ``block`` entries."""
     n = np.broadcast_to(np.asarray(sample_size, dtype=np.int64), r.shape)
     pairs, inverse = np.unique(np.stack([n, r]), axis=1, return_inverse=True)
     inverse = np.asarray(inverse).reshape(-1)
     J = pairs.shape[1]
     m1, m2 = np.empty(J), np.empty(J)
     step = max(1, block // N)
-    PF, PF2 = P * F, P * F ** 2
     for s in range(0, J, step):
-        Kc = kernel_columns(N, pairs[0, s:s + step], pairs[1, s:s + step], replacement)
-        q = P @ Kc
-        m1[s:s + step] = (PF @ Kc) / q
-        m2[s:s + step] = (PF2 @ Kc) / q
+        post = rank_posterior(P, N, pairs[0, s:s + step], pairs[1, s:s + step], replacement)
+        m1[s:s + step] = F @ post
+        m2[s:s + step] = (F * F) @ post
     mean = m1[inverse]
     return mean, np.maximum(m2[inverse] - mean ** 2, 0.0)
 
