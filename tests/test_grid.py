@@ -236,6 +236,7 @@ def test_estimate_metric_routes_to_the_grid(data, monkeypatch):
     for meth in ("mes", "bv_mes", "mn"):
         np.testing.assert_array_equal(multi[meth]["ndcg"], ref[meth]["ndcg"])
     # default: dense below the size threshold (results unchanged), the grid above it
+    monkeypatch.setattr(G, "AUTO_GRID_BYTES", 8 * N * n)
     dense = estimate_metric(r, N, n, "ndcg", [5, 50], "mes")
     np.testing.assert_array_equal(dense, estimate_metric(r, N, n, "ndcg", [5, 50], "mes", grid=False))
     assert not np.array_equal(dense, ref["mes"]["ndcg"])

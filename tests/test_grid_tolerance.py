@@ -1,8 +1,8 @@
 """The default estimate (the grid above ``AUTO_GRID_BYTES``) pinned against the dense estimator it
 replaced, by a stated tolerance: ``estimate_metrics`` at its defaults against ``grid=False`` for MLE,
 WMLE and MES, fixed and adaptive sample sizes (TORS Sec. 6), with and without per-user pools, and the
-user bootstrap on both paths. The threshold is lowered (monkeypatch) so that the auto rule takes the
-grid at a size where the dense estimator runs in well under a second.
+user bootstrap on both paths, at a size where the auto rule takes the grid and the dense estimator runs in
+well under a second.
 
 The tolerance (:func:`assert_pinned`): at every cut-off :math:`K \\ge 2N/(n-1)` (the resolution
 rule, :func:`itemsampling.kernel.resolves`) the estimates agree to a relative ``RTOL`` = 2e-4; at every
@@ -64,10 +64,11 @@ def data():
 
 
 @pytest.fixture
-def low_threshold(monkeypatch):
-    """The auto rule takes the grid at these sizes (their dense kernel is 9.6 MB, below 32 MiB)."""
-    assert 8 * N * n <= G.AUTO_GRID_BYTES  # without the patch the default is dense here
-    monkeypatch.setattr(G, "AUTO_GRID_BYTES", 8 * N * n // 2)
+def low_threshold():
+    """The auto rule takes the grid at these sizes by itself (their dense kernel is 9.6 MB, above
+    ``AUTO_GRID_BYTES`` = 1 MiB, and the grid is coarser than the ranks at N = 12,000)."""
+    assert 8 * N * n > G.AUTO_GRID_BYTES
+    assert not G.rank_grid(N, n).exact
 
 
 def assert_pinned(got, ref, sizes, what="", rtol=RTOL):

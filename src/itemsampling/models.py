@@ -545,6 +545,10 @@ class EASE(Recommender):
             D = P[s:e, s:e]
             P[s:e, s:e] = np.triu(D) + np.triu(D, 1).T
             P[e:, s:e] = P[s:e, e:].T
+        # P is symmetric now, so its transpose is the same matrix in row-major order: B in C order, whose rows
+        # the sparse scoring product X_u B reads (a column-major B is copied whole for every batch of users:
+        # 2.1 s a batch against 0.2-0.4 s at N = 14,284)
+        P = P.T
         d = np.diag(P).copy()
         P /= -d[None, :]  # B = I - P diag(1/diag P), off the diagonal -P_ij / P_jj
         P[np.diag_indices(N)] = 0.0

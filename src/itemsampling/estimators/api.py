@@ -77,7 +77,7 @@ def estimate_metric(sampled_ranks, n_items, sample_size, metric, k, method, ci=N
         and ``candidates``, and refuses the options of one method (``gamma``, ``eta``, ...).
     **params
         ``grid``: ``None`` (default) uses the dense estimators unless the :math:`N\times n` kernel
-        would exceed 32 MiB (:data:`~itemsampling.estimators.grid.AUTO_GRID_BYTES`), and then the
+        would exceed 1 MiB (:data:`~itemsampling.estimators.grid.AUTO_GRID_BYTES`) on more than 8,192 items, and then the
         grid estimators of :mod:`itemsampling.estimators.grid` (memory :math:`O(n\times` cells),
         independent of :math:`N`); ``True`` always uses the grid, ``False`` never; a
         :class:`~itemsampling.estimators.grid.RankGrid` uses that grid. ``"sampled"`` and

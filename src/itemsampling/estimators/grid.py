@@ -314,14 +314,19 @@ def _check_grid(grid, n_items: int) -> RankGrid:
     return grid
 
 
-#: Dense kernels larger than this (bytes; 32 MiB, :math:`N n > 4.2\cdot10^6`) make the estimators take the
-#: default grid by themselves (``grid=None``) wherever that grid is coarser than the ranks; ``grid=False``
-#: keeps the dense estimators. Measured (``benchmarks/bench_real_sizes.py``, 2 shared cores): at
-#: :math:`N = 10^5`, :math:`n = 1000`, :math:`M = 10^5` the dense MLE takes 8.0 s and 2.5 GB, the grid one
-#: 0.10 s and 38 MB, Recall@1,000 and @5,000 within :math:`4\cdot10^{-6}` (relative) of it (WMLE, MES, per-user
-#: pools alike; ``tests/test_grid_tolerance.py`` pins the default to the dense path); below this size the
-#: dense kernel costs well under a second.
-AUTO_GRID_BYTES = 2**25
+#: Dense kernels larger than this (bytes; 1 MiB, :math:`N n > 131{,}072`) make the estimators take the
+#: default grid by themselves (``grid=None``) wherever that grid is coarser than the ranks (:func:`rank_grid`:
+#: :math:`N > 8{,}192`); ``grid=False`` keeps the dense estimators. The grid is the faster one at every such
+#: size measured (one BLAS thread, ``estimate_metrics`` of MLE, BV-MES and MN-MLE, Recall and NDCG at
+#: K = 1..50): :math:`N = 9{,}916`, :math:`n = 20`: 17 against 36 ms; :math:`N = 14{,}284`, :math:`n = 200`: 67
+#: against 584 ms; :math:`N = 25{,}815`, :math:`n = 100`: 45 against 610 ms; on yelp-mcrec's real ranks
+#: (:math:`N = 14{,}284`, :math:`n` = 111-315) 5-10x; within :math:`2\cdot10^{-5}` (relative) of the dense
+#: estimates in every case. At :math:`N = 10^5`, :math:`n = 1000`, :math:`M = 10^5`
+#: (``benchmarks/bench_real_sizes.py``) the dense MLE takes 8.0 s and 2.5 GB, the grid one 0.10 s and 38 MB.
+#: ``tests/test_grid_tolerance.py`` pins the default to the dense path (WMLE, MES, per-user pools alike).
+#: Before: 32 MiB, which left the dense kernel (and EM passes 5-10x slower) to real catalogues of
+#: :math:`10^4`-:math:`2\cdot10^4` items with :math:`n` in the hundreds.
+AUTO_GRID_BYTES = 2**20
 
 
 def resolve_grid(grid, n_items: int, sample_size, ks=()):
