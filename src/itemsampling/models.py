@@ -489,8 +489,11 @@ class EASE(Recommender):
     _dense_item_matrices = 1
 
     name = "ease"
-    #: Above this many items the Cholesky factorisation and inverse run on one BLAS thread.
-    SINGLE_THREAD_ITEMS = 12_000
+    #: Above this many items the Cholesky factorisation and inverse run on one BLAS thread: scipy's OpenBLAS
+    #: (0.3.30) segfaulted in its two-thread ``dpotrf`` at N = 23,100, 23,300 and 24,915 (random Gram
+    #: matrices, every try) and ran at N = 14,284-20,000 (random ones; yelp-mcrec's and CiteULike-a's own,
+    #: 14,284 and 16,980 items, in 47 and 75 s; yelp-mcrec's took 84 s on one thread). Was 12,000.
+    SINGLE_THREAD_ITEMS = 20_000
     #: The most bytes one block of columns of the Gram matrix takes (sparse product and dense copy).
     BLOCK_BYTES = 64 * 2**20
     _BLOCK_CELL_BYTES = 24
