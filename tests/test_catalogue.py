@@ -279,12 +279,14 @@ def test_estimate_draws_is_the_straightforward_loop():
 
 
 def test_repeats_rule():
-    """TORS's 100 repeats up to N = 12,000, then 100 (12,000/N)^2 rounded up, at least 30."""
-    assert C.repeats_rule(3706) == C.repeats_rule(12_000) == 100
-    assert C.repeats_rule(12_001) == 100  # ceil(99.98...)
-    assert C.repeats_rule(16_980) == 50  # CiteULike-a: ceil(49.94)
-    assert C.repeats_rule(14_284) == 71  # Yelp: ceil(70.57)
-    assert C.repeats_rule(24_915) == 30  # Amazon-book: ceil(23.2) raised to the floor of 30
+    """TORS's 100 repeats up to N = 30,000, then 100 (30,000/N)^2 rounded up, at least 30."""
+    assert C.REPEATS_REFERENCE_ITEMS == 30_000
+    assert C.repeats_rule(3706) == C.repeats_rule(30_000) == 100
+    assert C.repeats_rule(14_284) == C.repeats_rule(16_980) == C.repeats_rule(24_915) == 100  # the real catalogues
+    assert C.repeats_rule(30_001) == 100  # ceil(99.99...)
+    assert C.repeats_rule(40_000) == 57  # ceil(56.25)
+    assert C.repeats_rule(60_000) == 30  # ceil(25) raised to the floor of 30
+    assert C.repeats_rule(16_980, reference=12_000) == 50  # the old reference: ceil(49.94)
     assert C.repeats_rule(16_980, repeats=20) == 20  # never more than asked
     with pytest.raises(ValueError, match="n_items"):
         C.repeats_rule(1)

@@ -138,24 +138,31 @@ def global_ranks(model, train: pd.DataFrame, test: pd.DataFrame, exclude_train: 
         rows = order[s:s + batch_size]
         u, t = tu[rows], ti[rows]
         uniq, inv = np.unique(u, return_inverse=True)
-        scores = model.score(uniq)[inv]  # (b, N)
+        scores = model.score(uniq)  # (b, N)
+        if uniq.size != rows.size:  # several test rows of one user: their user's scores, repeated
+            scores = scores[inv]
         if not np.all(np.isfinite(scores)):
             raise ValueError(f"{type(model).__name__} returned non-finite scores")
-        target = scores[np.arange(rows.size), t]
-        greater = scores > target[:, None]
-        equal = scores == target[:, None]
+        b = np.arange(rows.size)
+        target = scores[b, t]
+        # items above / tied with the target over the whole catalogue, then the user's training items among
+        # them taken off (each counted once: the matrix holds each pair once); the same counts as masking the
+        # training items out of the comparison matrices, without writing into them
+        g = np.count_nonzero(scores > target[:, None], axis=1)
+        e = np.count_nonzero(scores == target[:, None], axis=1)
         if exclude_train:
             sub = X[u]
-            r_idx = np.repeat(np.arange(rows.size), np.diff(sub.indptr))
+            r_idx = np.repeat(b, np.diff(sub.indptr))
             c_idx = sub.indices
             keep = c_idx != t[r_idx]  # the target stays in its own pool
-            greater[r_idx[keep], c_idx[keep]] = False
-            equal[r_idx[keep], c_idx[keep]] = False
-            pools[rows] = N - np.bincount(r_idx[keep], minlength=rows.size)
+            r_k = r_idx[keep]
+            v, tv = scores[r_k, c_idx[keep]], target[r_k]
+            g -= np.bincount(r_k[v > tv], minlength=rows.size)
+            e -= np.bincount(r_k[v == tv], minlength=rows.size)
+            pools[rows] = N - np.bincount(r_k, minlength=rows.size)
         else:
             pools[rows] = N
-        g = greater.sum(axis=1)
-        e = equal.sum(axis=1) - 1  # other items tied with the target
+        e -= 1  # other items tied with the target
         ranks[rows] = 1 + g + gen.integers(0, e + 1)
     return (ranks, pools) if return_pool else ranks
 

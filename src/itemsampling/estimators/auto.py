@@ -695,7 +695,7 @@ PROFILE_LEVEL = 0.95
 def beta_profile_ends(r, N, n, replacement=True, g=None, fit=None, level=PROFILE_LEVEL) -> dict:
     r"""The Beta rank models at the two ends of the profile-likelihood interval of the shape :math:`a`
     (offset :math:`s` of the fit kept, :math:`b` re-maximised for each :math:`a`): the :math:`a` where
-    :math:`2[\ell(\hat a, \hat b) - \max_b \ell(a, b)] = \chi^2_{1,	ext{level}}` on each side (Wilks;
+    :math:`2[\ell(\hat a, \hat b) - \max_b \ell(a, b)] = \chi^2_{1,\text{level}}` on each side (Wilks;
     bisection on :math:`\log a` within a factor :math:`e^3` of :math:`\hat a`). With few users the shape is
     poorly determined, and the estimators' biases inside one kernel width move with it: these two fits
     are as plausible as the ML one at ``level``. ``fit``: :func:`beta_fit`'s ``(P, (a, b, s))`` if
@@ -868,7 +868,7 @@ def design_margins(r, N, n, pools, metrics, ks, method: str, params=None, rng=No
     size, the adaptive ladder of TORS Algorithm 1, or each user's own size; each simulated user keeps
     the pool :math:`N_u` of a data user: the rank-fraction model of :mod:`.distribution`), the method is
     applied to each (the user bootstrap's replicate machinery, :class:`.bootstrap._Replicator`), and the
-    margin is :math:`|ar T^* - T(\widehat P)|`, the mean simulated error against the metric of the fit
+    margin is :math:`|\bar T^* - T(\widehat P)|`, the mean simulated error against the metric of the fit
     (the truth of the simulation); for CLS and BV with one sample size (linear in the sampled-rank
     histogram) the bias under the fit in closed form (:func:`_linear_exact`), free of simulation noise.
     Added to both ends of a percentile interval, it moves the interval by
