@@ -277,6 +277,9 @@ def test_ease_in_place_equals_the_cholesky_solve(monkeypatch, single_thread):
         assert m.gram_columns(N) == (25 if block is None else 7)  # at most N / 16, else the block's bytes
         m.fit(df, n_items=N)
         assert np.abs(m.B_ - B).max() <= 1e-12 * np.abs(B).max() and np.abs(B).max() > 0.01
+        # row-major, as the sparse scoring product X_u B reads it (a column-major B is copied whole per batch)
+        assert m.B_.flags.c_contiguous
+        np.testing.assert_array_equal(m.score(np.arange(5)), np.asarray(X[:5] @ np.ascontiguousarray(m.B_)))
 
 
 def test_als_solves_the_krichene_rendle_objective():
