@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,10 +46,16 @@ def run_one(chapter: int, dataset: str, timeout: float) -> dict:
         cmd = [sys.executable, "-m", "itemsampling.run", str(chapter), "-p", "dataset", dataset, "--out", out,
                "--no-html", "--no-progress"]
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        # in a session of its own, so that a timeout stops the chapter's kernel and its workers too (killing
+        # the wrapper alone left them running)
+        proc = subprocess.Popen([sys.executable, "-c", _WRAPPER, *cmd], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
         try:
-            p = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True, text=True, env=env,
-                               timeout=timeout, cwd=ROOT)
+            stdout, stderr = proc.communicate(timeout=timeout)
+            p = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             return {"chapter": chapter, "dataset": dataset, "code": None, "seconds": timeout, "peak_gb": None,
                     "rules": {}, "error": f"stopped after {timeout:.0f} s"}
         last = p.stdout.strip().splitlines()[-1].split() if p.stdout.strip() else ["-1", "nan", "0"]
