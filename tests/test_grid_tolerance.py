@@ -64,7 +64,7 @@ def data():
 
 
 @pytest.fixture
-def low_threshold():
+def default_takes_the_grid():
     """The auto rule takes the grid at these sizes by itself (their dense kernel is 9.6 MB, above
     ``AUTO_GRID_BYTES`` = 1 MiB, and the grid is coarser than the ranks at N = 12,000)."""
     assert 8 * N * n > G.AUTO_GRID_BYTES
@@ -95,7 +95,7 @@ CASES = [("one", "fixed", "mle"), ("one", "fixed", "wmle"), ("one", "fixed", "me
 
 
 @pytest.mark.parametrize("pools, design, method", CASES)
-def test_default_grid_is_pinned_to_the_dense_estimator(data, low_threshold, pools, design, method):
+def test_default_grid_is_pinned_to_the_dense_estimator(data, default_takes_the_grid, pools, design, method):
     r, sizes, n_items = data[(pools, design)]
     grid = _estimates(r, sizes, n_items, method, grid=True)
     dense = _estimates(r, sizes, n_items, method, grid=False)
@@ -107,7 +107,7 @@ def test_default_grid_is_pinned_to_the_dense_estimator(data, low_threshold, pool
     assert any(not np.array_equal(default[m], dense[m]) for m in METRICS)
 
 
-def test_default_bootstrap_on_the_grid_is_pinned_to_the_dense_bootstrap(data, low_threshold):
+def test_default_bootstrap_on_the_grid_is_pinned_to_the_dense_bootstrap(data, default_takes_the_grid):
     """The user bootstrap on the grid (each replicate's estimator itself) against the dense one (the
     batched EM) on the same replicates: the percentile interval's ends within the same tolerance."""
     r, sizes, n_items = data[("one", "fixed")]
@@ -160,7 +160,7 @@ def _coarse_grid(n_items, sample_size, **kw):
 
 @pytest.mark.parametrize("defect, method", [("left-point kernel", "mle"), ("coarse grid", "mle"),
                                             ("entropy over cells", "mes")])
-def test_a_wrong_grid_fails(data, low_threshold, monkeypatch, defect, method):
+def test_a_wrong_grid_fails(data, default_takes_the_grid, monkeypatch, defect, method):
     r, sizes, n_items = data[("one", "fixed")]
     dense = _estimates(r, sizes, n_items, method, grid=False)
     G._grid_kernel_cached.cache_clear()
