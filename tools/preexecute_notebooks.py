@@ -249,8 +249,10 @@ def execute(job: Job) -> Outcome:
     try:
         context = tempfile.TemporaryDirectory() if job.in_temp else nullcontext(str(job.path.parent))
         with context as cwd:
+            # the kernel killed after the last cell, as the runner stops it (itemsampling.run.KERNEL_SHUTDOWN)
             result = single_nb_execution(job.notebook, cwd=os.path.abspath(cwd), timeout=job.timeout,
-                                         allow_errors=job.allow_errors, meta_override=True)
+                                         allow_errors=job.allow_errors, meta_override=True,
+                                         shutdown_kernel="immediate")
     except Exception as exc:   # a dead kernel, a kernel that does not start: a failure too
         return Outcome(job.docname, job.notebook, time.perf_counter() - start,
                        type(exc).__name__, "".join(traceback.format_exc()))

@@ -59,9 +59,15 @@ from ._version import __version__
 from .book import RESULTS_ENV
 
 SCHEDULER_ENV = _SCHEDULER_ENV  # read by itemsampling.experiments.run_experiment and _parallel.parallel_map
+#: How a chapter's kernel is stopped after its last cell (nbclient's ``shutdown_kernel``): ``"immediate"`` kills
+#: its process group (the kernel and the worker processes it started) instead of asking it to exit and waiting
+#: while its interpreter tears down. Nothing of the run is lost: every record is written when ``book.record``
+#: is called, and the outputs are in the executed notebook. Measured on an empty chapter (its imports only):
+#: 5.0-6.0 s a run graceful, 4.3-4.7 s immediate; the book's pre-execution stops its kernels the same way.
+KERNEL_SHUTDOWN = "immediate"
 
 __all__ = ["Parameter", "notebook_parameters", "check_parameters", "resolve_notebook", "render_html",
-           "run_notebook", "main", "SCHEDULER_ENV"]
+           "run_notebook", "main", "SCHEDULER_ENV", "KERNEL_SHUTDOWN"]
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -560,10 +566,11 @@ def run_notebook(notebook, parameters: dict | None = None, out=None, progress: b
         for name in ("papermill.translators", "papermill.execute", "papermill"):
             logging.getLogger(name).setLevel(logging.ERROR)
         with _KernelStderr(out / "kernel.log") as terminal:
+            # the kernel is killed once its last cell is done (KERNEL_SHUTDOWN: its records and outputs are in)
             pm.execute_notebook(
                 str(source), str(running), parameters=overrides, progress_bar=progress,
                 kernel_name="python3", cwd=str(notebook.parent), execution_timeout=timeout,
-                stderr_file=_ProgressOnly(terminal) if progress else None,
+                stderr_file=_ProgressOnly(terminal) if progress else None, shutdown_kernel=KERNEL_SHUTDOWN,
             )
         if html:
             page = render_html(running, out, name=stem)
