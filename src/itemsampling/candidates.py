@@ -654,6 +654,15 @@ def evaluate_candidates(model, split: HoldoutSplit, candidate_sets, k: int = 10,
     ``result.attrs["per_user"]`` maps ``(candidates, relevance, metric)`` to the per-user values
     (aligned with ``split.users``; NaN for users without a relevant candidate).
     """
+    candidate_sets, k, metrics, batch_size, per_user = _check_evaluation(split, candidate_sets, k, metrics,
+                                                                         batch_size, per_user)
+    prep = _prepare(split, candidate_sets, relevance, popularity)
+    return _evaluate_prepared(model, split, candidate_sets, prep, k, metrics, as_rng(rng), batch_size, per_user)
+
+
+def _check_evaluation(split, candidate_sets, k, metrics, batch_size, per_user):
+    """The arguments of :func:`evaluate_candidates` checked: ``(candidate_sets, k, metrics, batch_size,
+    per_user)`` as lists and ints, or a ``ValueError`` naming the argument."""
     if not isinstance(split, HoldoutSplit):
         raise ValueError(f"split must be a HoldoutSplit (see split_holdout), got {type(split).__name__}")
     if isinstance(candidate_sets, CandidateSets):
@@ -670,10 +679,7 @@ def evaluate_candidates(model, split: HoldoutSplit, candidate_sets, k: int = 10,
         set_metric_values([1], [0], m, k=k, n_items=2)  # validates the name
     if "auc" in [str(m).lower() for m in metrics]:
         raise ValueError("metrics must be cut-off metrics (ndcg, rr, precision, recall, ap); 'auc' needs the whole ranking")
-    batch_size = check_int(batch_size, "batch_size", low=1)
-    per_user = check_bool(per_user, "per_user")
-    prep = _prepare(split, candidate_sets, relevance, popularity)
-    return _evaluate_prepared(model, split, candidate_sets, prep, k, metrics, as_rng(rng), batch_size, per_user)
+    return candidate_sets, k, metrics, check_int(batch_size, "batch_size", low=1), check_bool(per_user, "per_user")
 
 
 def _named_rng(ss: np.random.SeedSequence, name: str) -> np.random.Generator:
@@ -733,11 +739,13 @@ def decoy_experiment(interactions: pd.DataFrame, models=("random", "popular", "i
                 csets.append(draw_candidates(split, strat, d, rng=np.random.default_rng(dec_streams[j])))
             j += 1
     frames, per = [], {}
+    csets, k, metrics, batch, _ = _check_evaluation(split, csets, k, metrics, 512, per_user)
+    # the candidate masks and relevance rows: built once, shared by every model (as evaluate_candidates builds them)
+    prep = _prepare(split, csets)
     for name in _progress(list(models), progress, "models"):
         model = make_recommender(name, truth=truth, rng=_named_rng(s_mod, name))
         model.fit(split.train, n_items=split.n_items, n_users=split.n_users)
-        df = evaluate_candidates(model, split, csets, k=k, metrics=metrics, rng=_named_rng(s_tie, name),
-                                 per_user=per_user)
+        df = _evaluate_prepared(model, split, csets, prep, k, metrics, _named_rng(s_tie, name), batch, per_user)
         per[name] = df.attrs.pop("per_user", None)
         df.insert(0, "model", name)
         frames.append(df)
