@@ -47,7 +47,6 @@ def test_style_is_seaborns_whitegrid_theme_without_importing_seaborn(context):
 
     import matplotlib as mpl
     import seaborn as sns
-    from cycler import cycler
 
     saved = mpl.rcParams.copy()
     try:
@@ -62,7 +61,7 @@ def test_style_is_seaborns_whitegrid_theme_without_importing_seaborn(context):
         mpl.rcParams.update(saved)
     differ = {k for k in theirs if ours[k] != theirs[k]}
     assert differ == {"image.cmap"} and theirs["image.cmap"] == "rocket" and ours["image.cmap"] == "viridis"
-    assert ours["axes.prop_cycle"] == cycler("color", [tuple(c) for c in sns.color_palette(plotting.OKABE_ITO[:7])])
+    assert ours["axes.prop_cycle"] == plt.cycler("color", [tuple(c) for c in sns.color_palette(plotting.OKABE_ITO[:7])])
     assert plotting.palette(3) == [tuple(c) for c in sns.color_palette(plotting.OKABE_ITO[:3])]
     assert plotting.color_for("a model of this test") in plotting.palette(7)
     out = subprocess.run([sys.executable, "-c", "import sys, itemsampling.plotting as p; p.set_style(); "

@@ -12,7 +12,6 @@ registers and no figure of the book uses."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from cycler import cycler
 from matplotlib.colors import to_rgb
 
 __all__ = ["set_style", "sharp_inline_figures", "INLINE_FORMAT", "palette", "color_for", "style_for", "subplots", "label_axes", "OKABE_ITO"]
@@ -97,7 +96,7 @@ def set_style(context: str = "notebook") -> None:
     displayed as retina PNGs (:func:`sharp_inline_figures`)."""
     plt.rcParams.update(_context(context, 1.05))  # seaborn's set_theme: the context, the style, the palette
     plt.rcParams.update(WHITEGRID)
-    plt.rcParams["axes.prop_cycle"] = cycler("color", palette(7))
+    plt.rcParams["axes.prop_cycle"] = plt.cycler("color", palette(7))
     plt.rcParams.update(BOOK_RC)
     sharp_inline_figures()
 
