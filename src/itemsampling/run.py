@@ -62,8 +62,9 @@ SCHEDULER_ENV = _SCHEDULER_ENV  # read by itemsampling.experiments.run_experimen
 #: How a chapter's kernel is stopped after its last cell (nbclient's ``shutdown_kernel``): ``"immediate"`` kills
 #: its process group (the kernel and the worker processes it started) instead of asking it to exit and waiting
 #: while its interpreter tears down. Nothing of the run is lost: every record is written when ``book.record``
-#: is called, and the outputs are in the executed notebook. Measured on an empty chapter (its imports only):
-#: 5.0-6.0 s a run graceful, 4.3-4.7 s immediate; the book's pre-execution stops its kernels the same way.
+#: is called, and the outputs are in the executed notebook. Measured on a chapter of the chapters' imports only
+#: (``benchmarks/chapter_overhead.py``, idle machine): 2.84-3.41 s a run graceful, 2.43-2.54 s immediate; the
+#: book's pre-execution stops its kernels the same way.
 KERNEL_SHUTDOWN = "immediate"
 
 __all__ = ["Parameter", "notebook_parameters", "check_parameters", "resolve_notebook", "render_html",
