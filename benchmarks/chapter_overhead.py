@@ -30,40 +30,25 @@ from itemsampling.candidates import (_named_rng, decoy_experiment, draw_candidat
 from itemsampling.data import drop_short_users
 from itemsampling.experiments import load_interactions
 
-CHAPTER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
-# imports only
-
-```{code-cell} ipython3
-import matplotlib.pyplot as plt
+#: the one cell of the chapter: what the chapters import, and the book's style
+IMPORTS = """import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from itemsampling import estimators
 from itemsampling.book import record
 from itemsampling.plotting import set_style
-set_style()
-```
-"""
+set_style()"""
 
 
 def kernel_shutdown(runs: int) -> dict:
-    import jupytext
     import nbformat
     import papermill as pm
 
     out = {"graceful": [], "immediate": []}
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "imports.ipynb", Path(tmp) / "out.ipynb"
-        nb = jupytext.reads(CHAPTER, fmt="md:myst")
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(IMPORTS)], metadata={"kernelspec": {
+            "name": "python3", "display_name": "Python 3", "language": "python"}})
         nbformat.write(nb, src)
         for _ in range(runs):
             for mode in out:
