@@ -45,6 +45,16 @@ def test_svd_and_popular_ranks_brute_force():
     hi = lo + np.sum(P == tp[:, None], axis=1) - 1
     r = out["ranks"]["popular"]
     assert np.all((lo <= r) & (r <= hi)) and np.any(hi > lo)
+    # ... and exactly the brute force's ranks with the same tie-breaking draw (one per chunk of users)
+    rng = np.random.default_rng(np.random.SeedSequence([3, sum(map(ord, "popular"))]))
+    assert M <= 2048  # one chunk
+    assert np.array_equal(r, lo + rng.integers(0, hi - lo + 1))
+    # the ranks do not depend on how many users' scores are computed at once
+    P8 = np.asarray(X @ V, dtype=np.float32)
+    V32 = V.astype(np.float32)
+    runs = [C._ranks_from_scores(lambda a, b: P8[a:b] @ V32.T, X, targets, np.random.default_rng(0), chunk=100,
+                                 block=block)[0] for block in (7, 100, 256, M)]
+    assert all(np.array_equal(runs[0], x) for x in runs[1:])
     # cached: a second call reads the same ranks
     again = C.catalogue_ranks("sim-ml100k", models=["popular"], rng=3)
     assert np.array_equal(again["ranks"]["popular"], r)

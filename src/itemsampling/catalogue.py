@@ -89,26 +89,59 @@ def _item_factors(X: sp.csr_matrix, d: int, rng: np.random.Generator) -> np.ndar
     return (Q @ vt[:d].T).astype(np.float32)
 
 
+def _counts_outside_training(above, tied, scores, targets_t, sub: sp.csr_matrix, targets: np.ndarray):
+    """Take the training items (those of ``sub``'s rows other than each row's target) out of the
+    counts ``above`` (scores > the target's ``targets_t``) and ``tied`` (== it), in place; ``scores``
+    (rows x N) or a function ``scores(rows, cols)`` gives the training items' scores."""
+    h = sub.shape[0]
+    r_idx = np.repeat(np.arange(h), np.diff(sub.indptr))
+    c_idx = sub.indices
+    keep = c_idx != targets[r_idx]
+    r_idx, c_idx = r_idx[keep], c_idx[keep]
+    s = scores(r_idx, c_idx) if callable(scores) else scores[r_idx, c_idx]
+    t = targets_t[r_idx]
+    above -= np.bincount(r_idx[s > t], minlength=h)
+    tied -= np.bincount(r_idx[s == t], minlength=h)
+
+
 def _ranks_from_scores(score_chunk, X: sp.csr_matrix, targets: np.ndarray, rng: np.random.Generator,
-                       chunk: int) -> tuple[np.ndarray, np.ndarray]:
+                       chunk: int, block: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """Ranks of the targets among the items outside each user's training set, ties at random;
-    ``score_chunk(lo, hi)`` returns the scores of users ``lo..hi-1`` (hi - lo x N)."""
+    ``score_chunk(lo, hi)`` returns the scores of users ``lo..hi-1`` (hi - lo x N), or
+    ``score_chunk = ("popular", pop)``: every user's scores are the item scores ``pop``.
+
+    The items above and tied with the target are counted over all items, then the user's training
+    items (other than the target) are taken out of the counts (:func:`_counts_outside_training`):
+    the same counts as leaving them out of the scores first. Scores are computed ``block`` users at
+    a time (a block of scores stays in the processor's cache while it is counted); the ties are
+    broken by one draw per ``chunk`` users, so the ranks do not depend on ``block``. A popularity
+    score is the same for every user, so its counts come from the sorted scores (searchsorted),
+    without a users x items matrix."""
     M, N = X.shape
-    ranks = np.empty(M, dtype=np.int64)
+    above = np.empty(M, dtype=np.int64)
+    tied = np.empty(M, dtype=np.int64)
     pools = N - np.diff(X.indptr).astype(np.int64) + np.asarray(X[np.arange(M), targets]).ravel().astype(np.int64)
+    if isinstance(score_chunk, tuple):  # ("popular", item scores)
+        pop = np.asarray(score_chunk[1])
+        order = np.sort(pop)
+        t = pop[targets]
+        hi_ = np.searchsorted(order, t, side="right")
+        above[:] = N - hi_
+        tied[:] = hi_ - np.searchsorted(order, t, side="left") - 1
+        _counts_outside_training(above, tied, lambda r, c: pop[c], t, X, targets)
+    else:
+        for lo in range(0, M, block):
+            hi = min(lo + block, M)
+            S = score_chunk(lo, hi)
+            t = S[np.arange(hi - lo), targets[lo:hi]]
+            above[lo:hi] = np.count_nonzero(S > t[:, None], axis=1)
+            tied[lo:hi] = np.count_nonzero(S == t[:, None], axis=1) - 1
+            view_a, view_t = above[lo:hi], tied[lo:hi]
+            _counts_outside_training(view_a, view_t, S, t, X[lo:hi], targets[lo:hi])
+    ranks = np.empty(M, dtype=np.int64)
     for lo in range(0, M, chunk):
         hi = min(lo + chunk, M)
-        S = score_chunk(lo, hi)
-        rows = np.arange(hi - lo)
-        t = S[rows, targets[lo:hi]]
-        sub = X[lo:hi]
-        r_idx = np.repeat(rows, np.diff(sub.indptr))
-        c_idx = sub.indices
-        keep = c_idx != targets[lo:hi][r_idx]
-        S[r_idx[keep], c_idx[keep]] = -np.inf  # training items leave the pool
-        greater = np.count_nonzero(S > t[:, None], axis=1)
-        equal = np.count_nonzero(S == t[:, None], axis=1) - 1
-        ranks[lo:hi] = 1 + greater + rng.integers(0, equal + 1)
+        ranks[lo:hi] = 1 + above[lo:hi] + rng.integers(0, tied[lo:hi] + 1)
     return ranks, pools
 
 
@@ -116,7 +149,7 @@ def _model_ranks(name: str, X, targets, seed: int, chunk: int):
     rng = np.random.default_rng(np.random.SeedSequence([seed, sum(map(ord, name))]))
     if name == "popular":
         pop = np.asarray(X.sum(axis=0)).ravel().astype(np.float32)
-        return _ranks_from_scores(lambda lo, hi: np.repeat(pop[None, :], hi - lo, axis=0), X, targets, rng, chunk)
+        return _ranks_from_scores(("popular", pop), X, targets, rng, chunk)
     d = int(_SVD.match(name).group(1))
     if d >= X.shape[1]:
         raise ValueError(f"model {name!r}: the rank d must be smaller than the catalogue ({X.shape[1]} items)")
