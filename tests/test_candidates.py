@@ -89,6 +89,61 @@ def test_decoys_never_training_or_test_items_and_distinct(sim_split, strategy):
     np.testing.assert_array_equal(full, split.train_matrix[split.users].toarray() == 0)
 
 
+class _ZeroOnce:
+    """A generator whose first uniform block holds one 0 (where ``Generator.gumbel`` draws again)."""
+
+    def __init__(self, seed):
+        self.gen = np.random.default_rng(seed)
+        self.bit_generator = self.gen.bit_generator
+        self.first = True
+
+    def random(self, out):
+        self.gen.random(out=out)
+        if self.first:
+            out.flat[3] = 0.0
+            self.first = False
+        return out
+
+    def gumbel(self, size):
+        return self.gen.gumbel(size=size)
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "popularity"])
+def test_decoys_are_the_full_gumbel_top_d_bit_for_bit(sim_split, toy_split, strategy, monkeypatch):
+    """draw_decoys' threshold draw (_gumbel_top) returns the decoys of the reference that computes
+    and partitions every user x item key, from the same generator: over several blocks, decoy sizes
+    up to the whole pool, users that keep their whole pool, the exact-key path for near ties, and a
+    block redrawn by the reference where a uniform is 0."""
+    from itemsampling import candidates as C
+
+    _, split = sim_split
+    for sp_, kw in ((split, {}), (toy_split, {"popularity": POP} if strategy == "popularity" else {})):
+        counts, logw, seen = C._pool_counts(sp_, strategy, kw.get("popularity"))
+        for d in sorted(v for v in {1, 2, 40, int(counts.min()) // 2, int(counts.min())} if 1 <= v <= counts.min()):
+            for block in (7, 256):
+                ref = C._gumbel_top_reference(logw, seen, d, np.random.default_rng(d))
+                got = C._gumbel_top(logw, seen, d, np.random.default_rng(d), block=block)
+                assert np.array_equal(got, ref), (d, block)
+        ref = C._gumbel_top_reference(logw, seen, 3, np.random.default_rng(9))
+        assert np.array_equal(C._gumbel_top(logw, seen, 3, _ZeroOnce(9), block=5), ref)
+    counts, logw, seen = C._pool_counts(split, strategy)
+    d = 30
+    ref = C._gumbel_top_reference(logw, seen, d, np.random.default_rng(4))
+    with monkeypatch.context() as m:  # a threshold too high: users with too few candidates keep their pool
+        m.setattr(C, "_CAND_SD", -4.0)
+        m.setattr(C, "_CAND_ADD", 0.0)
+        assert np.array_equal(C._gumbel_top(logw, seen, d, np.random.default_rng(4), block=50), ref)
+    with monkeypatch.context() as m:  # every user through the exact keys
+        m.setattr(C, "_NEAR_TIE", 10.0)
+        assert np.array_equal(C._gumbel_top(logw, seen, d, np.random.default_rng(4), block=50), ref)
+    # the exact keys are Generator.gumbel's, bit for bit
+    x = np.random.default_rng(2).random(20_000)
+    assert np.array_equal(C._exact_gumbel(x), np.random.default_rng(2).gumbel(size=20_000))
+    # and draw_decoys is _gumbel_top
+    np.testing.assert_array_equal(draw_decoys(split, 40, strategy, rng=8),
+                                  C._gumbel_top_reference(logw, seen, 40, np.random.default_rng(8)))
+
+
 def test_item_popularity_counts_distinct_users():
     df = pd.DataFrame({"user": [0, 0, 1, 2, 2], "item": [0, 1, 1, 1, 1]})
     df.attrs["n_items"] = 3

@@ -42,6 +42,7 @@ the chapter's coverage study of their intervals, each model's target scored agai
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -256,16 +257,138 @@ def draw_decoys(split: HoldoutSplit, n_decoys: int, strategy: str = "uniform", p
         raise ValueError(f"n_decoys must be <= {smallest}, the smallest candidate pool (user {u} has only {smallest} "
                          f"{what}); got {d}")
     gen = as_rng(rng)
-    out = np.empty((users.size, d), dtype=np.int64)
-    for s in range(0, users.size, batch_size):
+    if d + _CAND_SD * np.sqrt(d) + _CAND_ADD > N / 3:  # most items are candidates: partition them all (the same draws)
+        return _gumbel_top_reference(logw, seen, d, gen, batch_size)
+    return _gumbel_top(logw, seen, d, gen)
+
+
+def _gumbel_top_reference(logw, seen: sp.csr_matrix, d: int, gen: np.random.Generator,
+                          batch_size: int = 2048) -> np.ndarray:
+    """The Gumbel-top-``d`` draw written out over every user x item key (kept as the reference of
+    :func:`_gumbel_top`, which returns the same decoys from the same generator, bit for bit): keys
+    ``logw + gen.gumbel(size=(users, N))``, the ``seen`` items at minus infinity, the ``d`` largest
+    of each row in decreasing order."""
+    M, N = seen.shape
+    out = np.empty((M, d), dtype=np.int64)
+    for s in range(0, M, batch_size):
         rows = slice(s, s + batch_size)
-        b = users[rows].size
+        b = seen[rows].shape[0]
         keys = logw[None, :] + gen.gumbel(size=(b, N))
         blocked = seen[rows].toarray() > 0
         keys[blocked] = -np.inf
         part = np.argpartition(-keys, d - 1, axis=1)[:, :d]
         kd = np.take_along_axis(keys, part, axis=1)
         out[rows] = np.take_along_axis(part, np.argsort(-kd, axis=1, kind="stable"), axis=1)
+    return out
+
+
+def _exact_gumbel(x: np.ndarray) -> np.ndarray:
+    """numpy's Gumbel(0, 1) variate of each uniform ``x`` (``Generator.random``'s draw): ``0 - 1 *
+    log(-log(1 - x))`` with the C library's ``log``, as ``Generator.gumbel`` computes it (numpy's own
+    vectorised ``np.log`` can differ from it in the last bit)."""
+    log = math.log
+    return np.fromiter((0.0 - 1.0 * log(-log(1.0 - v)) for v in np.ravel(x)), dtype=np.float64,
+                       count=np.size(x)).reshape(np.shape(x))
+
+
+#: :func:`_gumbel_top`'s expected candidates above the threshold: d + _CAND_SD sqrt(d) + _CAND_ADD.
+_CAND_SD, _CAND_ADD = 6.0, 16.0
+#: Two sorted candidate keys this close (relative) are ranked by their exact keys (:func:`_gumbel_top`).
+_NEAR_TIE = 1e-12
+
+
+def _gumbel_top(logw, seen: sp.csr_matrix, d: int, gen: np.random.Generator, block: int | None = None) -> np.ndarray:
+    r"""The decoys of :func:`_gumbel_top_reference` (the ``d`` largest keys :math:`\ln w_i + G_{ui}`
+    of each user's items outside ``seen``, in decreasing order) from the same draws of ``gen``, bit
+    for bit, without computing or partitioning every key.
+
+    ``Generator.gumbel`` turns one uniform double :math:`x` into :math:`G = -\ln(-\ln(1 - x))`
+    (drawing again only when :math:`x = 0`), so ``gen.random`` yields the same stream, and a key
+    exceeds a threshold :math:`\tau` exactly when :math:`x < h_i(\tau) = 1 - \exp(-w_i e^{-\tau})`.
+    For each block of ``block`` users (default: about 2^22 keys, 32 MB):
+
+    1. :math:`\tau` is the largest threshold at which every user of the block expects at least
+       :math:`d + 6\sqrt d + 16` eligible items above it (bisection on
+       :math:`\sum_{i\ \mathrm{eligible}} h_i(\tau)`); a user whose pool is not larger keeps all of it;
+    2. the candidates are the eligible items with :math:`x < h_i(\tau)` (with a relative margin of
+       1e-9); their keys are computed (numpy's ``log``, within a few units in the last place of the
+       exact ones), and a user with fewer than :math:`d` of them above :math:`\tau` plus a margin
+       keeps its whole pool, so the ``d`` largest keys are always among the candidates;
+    3. the ``d + 1`` largest candidate keys are sorted; where two of them lie within 1e-12
+       (relative) of each other, the order could depend on the last bits, and that user's keys are
+       recomputed exactly (:func:`_exact_gumbel`) and ranked by the reference's own partition.
+
+    A block in which some :math:`x = 0` (probability about :math:`2^{-53}` per key) is redrawn from
+    the generator's saved state by the reference itself. Cost: one uniform draw per key and the
+    candidates' logarithms, instead of two logarithms per key and a partition of every row."""
+    M, N = seen.shape
+    block = max(64, 2**22 // N) if block is None else block  # about 4 million keys (32 MB) at once
+    out = np.empty((M, d), dtype=np.int64)
+    finite = np.isfinite(logw)
+    target = d + _CAND_SD * np.sqrt(d) + _CAND_ADD
+    buf = np.empty((min(block, M), N))
+    for s in range(0, M, block):
+        sub = seen[s:s + block]
+        b = sub.shape[0]
+        x = buf[:b]
+        state = gen.bit_generator.state
+        gen.random(out=x)
+        if not x.min() > 0.0:  # Generator.gumbel would draw again here: let it
+            gen.bit_generator.state = state
+            out[s:s + b] = _gumbel_top_reference(logw, sub, d, gen, batch_size=b)
+            continue
+        seen_pos = sub.multiply(finite[None, :]).tocsr()
+        n_elig = int(finite.sum()) - np.diff(seen_pos.indptr)  # each user's pool
+        big = n_elig > target
+        tau = -np.inf
+        if big.any():
+            lo, hi = float(logw[finite].min()) - 50.0, float(logw[finite].max()) + 50.0
+            sb = seen_pos[big]
+            for _ in range(60):  # the expected count above tau falls as tau rises
+                mid = 0.5 * (lo + hi)
+                p = -np.expm1(-np.exp(logw - mid))
+                if (p.sum() - sb @ p).min() >= target:
+                    lo = mid
+                else:
+                    hi = mid
+            tau = lo
+        h = finite.astype(np.float64) if tau == -np.inf else -np.expm1(-np.exp(logw - tau)) * (1 + 1e-9)
+        cand = x < h[None, :]
+        cand[~big] = finite[None, :]
+        r_idx = np.repeat(np.arange(b), np.diff(sub.indptr))
+        cand[r_idx, sub.indices] = False
+        r, c = np.nonzero(cand)
+        key = logw[c] - np.log(-np.log(1.0 - x[r, c]))
+        if tau > -np.inf:
+            over = np.bincount(r[key >= tau + 1e-9 * max(1.0, abs(tau))], minlength=b)
+            short = np.flatnonzero((over < d) & big)
+            if short.size:  # too few candidates above tau: these users keep their whole pool
+                cand[short] = finite[None, :]
+                cand[r_idx, sub.indices] = False
+                r, c = np.nonzero(cand)
+                key = logw[c] - np.log(-np.log(1.0 - x[r, c]))
+        counts = np.bincount(r, minlength=b)
+        width = int(counts.max())
+        pos = np.arange(r.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        K = np.full((b, width), -np.inf)
+        C = np.zeros((b, width), dtype=np.int64)
+        K[r, pos] = key
+        C[r, pos] = c
+        top = min(d + 1, width)
+        part = np.argpartition(-K, top - 1, axis=1)[:, :top] if top < width else np.tile(np.arange(width), (b, 1))
+        kp = np.take_along_axis(K, part, axis=1)
+        o = np.argsort(-kp, axis=1, kind="stable")
+        part, kp = np.take_along_axis(part, o, axis=1), np.take_along_axis(kp, o, axis=1)
+        out[s:s + b] = np.take_along_axis(C, part[:, :d], axis=1)
+        fin = np.isfinite(kp)
+        gap = np.diff(kp, axis=1)
+        near = (-gap <= _NEAR_TIE * np.maximum(1.0, np.abs(kp[:, 1:]))) & fin[:, 1:]
+        for u in np.flatnonzero(near.any(axis=1)):  # the exact keys of this user decide the order
+            keys = logw + _exact_gumbel(x[u])
+            keys[sub.indices[sub.indptr[u]:sub.indptr[u + 1]]] = -np.inf
+            p1 = np.argpartition(-keys[None, :], d - 1, axis=1)[:, :d]
+            kd = np.take_along_axis(keys[None, :], p1, axis=1)
+            out[s + u] = np.take_along_axis(p1, np.argsort(-kd, axis=1, kind="stable"), axis=1)[0]
     return out
 
 
