@@ -341,6 +341,34 @@ def test_evaluate_candidates_bad_input(sim_split):
         evaluate_candidates(model, split, draw_candidates(split, "full"), relevance={"x": np.ones(3)})
 
 
+@pytest.mark.parametrize("strategy", ["uniform", "popularity"])
+def test_target_ranks_are_those_of_the_every_key_draw(strategy):
+    """target_ranks' decoys (the threshold draw) are the every-key Gumbel draw's, from the same
+    generator: the loop it replaced, written out here, gives the same global and sampled ranks."""
+    from itemsampling.data import leave_last_out
+    from itemsampling.ranking import _above_target_batches, _train_csr
+
+    sim = simulate(SimulationConfig(n_users=500, n_items=1500, true_profile_mean=120, profile_median=15, seed=6))
+    train, test = leave_last_out(sim.observed, rng=0)
+    for model in (Popular().fit(train, n_items=1500, n_users=500), EASE(lam=50.0).fit(train, n_items=1500, n_users=500)):
+        for n in (2, 30, 200):
+            R, r = target_ranks(model, train, test, n, strategy, rng=11, batch_size=128)
+            X = _train_csr(train, model.n_users_, 1500)
+            w = item_popularity(train, 1500)
+            logw = np.log(w, out=np.full(1500, -np.inf), where=w > 0) if strategy == "popularity" else np.zeros(1500)
+            gen = np.random.default_rng(11)
+            tu, ti = test["user"].to_numpy(), test["item"].to_numpy()
+            R0, r0 = np.empty(tu.size, dtype=np.int64), np.empty(tu.size, dtype=np.int64)
+            for s, b, t, blocked, above in _above_target_batches(model, X, tu, ti, 128, gen):
+                R0[s:s + b.size] = 1 + above.sum(axis=1)
+                keys = logw[None, :] + gen.gumbel(size=above.shape)
+                keys[blocked] = -np.inf
+                keys[b, t] = -np.inf
+                dec = np.argpartition(-keys, n - 2, axis=1)[:, :n - 1]
+                r0[s:s + b.size] = 1 + np.take_along_axis(above, dec, axis=1).sum(axis=1)
+            assert np.array_equal(R, R0) and np.array_equal(r, r0), (model.name, n)
+
+
 def test_target_ranks_uniform_follow_the_hypergeometric_kernel():
     from itemsampling.data import leave_last_out
     from itemsampling.ranking import pool_sizes

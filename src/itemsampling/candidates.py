@@ -242,7 +242,6 @@ def draw_decoys(split: HoldoutSplit, n_decoys: int, strategy: str = "uniform", p
     strategy = _check_strategy(strategy)
     if strategy == "full":
         raise ValueError("strategy 'full' has no decoys; use 'uniform' or 'popularity'")
-    N = split.n_items
     d = check_int(n_decoys, "n_decoys", low=1)
     batch_size = check_int(batch_size, "batch_size", low=1)
     if strategy == "uniform" and popularity is not None:
@@ -256,8 +255,14 @@ def draw_decoys(split: HoldoutSplit, n_decoys: int, strategy: str = "uniform", p
             "items of positive popularity outside its training and test items"
         raise ValueError(f"n_decoys must be <= {smallest}, the smallest candidate pool (user {u} has only {smallest} "
                          f"{what}); got {d}")
-    gen = as_rng(rng)
-    if d + _CAND_SD * np.sqrt(d) + _CAND_ADD > N / 3:  # most items are candidates: partition them all (the same draws)
+    return _draw_top(logw, seen, d, as_rng(rng), batch_size)
+
+
+def _draw_top(logw, seen: sp.csr_matrix, d: int, gen: np.random.Generator, batch_size: int = 2048) -> np.ndarray:
+    """The Gumbel-top-``d`` decoys of :func:`_gumbel_top_reference`: by :func:`_gumbel_top`, or by the
+    reference itself where the decoys are a third of the catalogue or more (most items are then
+    candidates); the same decoys either way."""
+    if d + _CAND_SD * np.sqrt(d) + _CAND_ADD > seen.shape[1] / 3:
         return _gumbel_top_reference(logw, seen, d, gen, batch_size)
     return _gumbel_top(logw, seen, d, gen)
 
@@ -1106,10 +1111,10 @@ def target_ranks(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: in
     r = np.empty(tu.size, dtype=np.int64)
     for s, b, t, blocked, above in _above_target_batches(model, X, tu, ti, batch_size, gen):
         R[s:s + b.size] = 1 + above.sum(axis=1)
-        keys = logw[None, :] + gen.gumbel(size=above.shape)
-        keys[blocked] = -np.inf
-        keys[b, t] = -np.inf
-        dec = np.argpartition(-keys, n - 2, axis=1)[:, :n - 1]
+        out = blocked.copy()
+        out[b, t] = True  # the target is not a decoy
+        # the n - 1 largest keys logw + Gumbel of the other items (draw_decoys' draw, the same generator's draws)
+        dec = _draw_top(logw, sp.csr_matrix(out, dtype=np.float64), n - 1, gen, batch_size=b.size)
         r[s:s + b.size] = 1 + np.take_along_axis(above, dec, axis=1).sum(axis=1)
     return (R, r, pool) if return_pool else (R, r)
 
