@@ -282,10 +282,16 @@ def _gumbel_top_reference(logw, seen: sp.csr_matrix, d: int, gen: np.random.Gene
         keys = logw[None, :] + gen.gumbel(size=(b, N))
         blocked = seen[rows].toarray() > 0
         keys[blocked] = -np.inf
-        part = np.argpartition(-keys, d - 1, axis=1)[:, :d]
-        kd = np.take_along_axis(keys, part, axis=1)
-        out[rows] = np.take_along_axis(part, np.argsort(-kd, axis=1, kind="stable"), axis=1)
+        out[rows] = _top_keys(keys, d)
     return out
+
+
+def _top_keys(keys: np.ndarray, d: int) -> np.ndarray:
+    """The columns of the ``d`` largest ``keys`` of each row, in decreasing order: one partition per
+    row, then a stable sort of the ``d`` (the order of the Gumbel-top-``d`` draws)."""
+    part = np.argpartition(-keys, d - 1, axis=1)[:, :d]
+    kd = np.take_along_axis(keys, part, axis=1)
+    return np.take_along_axis(part, np.argsort(-kd, axis=1, kind="stable"), axis=1)
 
 
 def _exact_gumbel(x: np.ndarray) -> np.ndarray:
@@ -392,9 +398,7 @@ def _gumbel_top(logw, seen: sp.csr_matrix, d: int, gen: np.random.Generator, blo
         for u in np.flatnonzero(near.any(axis=1)):  # the exact keys of this user decide the order
             keys = logw + _exact_gumbel(x[u])
             keys[sub.indices[sub.indptr[u]:sub.indptr[u + 1]]] = -np.inf
-            p1 = np.argpartition(-keys[None, :], d - 1, axis=1)[:, :d]
-            kd = np.take_along_axis(keys[None, :], p1, axis=1)
-            out[s + u] = np.take_along_axis(p1, np.argsort(-kd, axis=1, kind="stable"), axis=1)[0]
+            out[s + u] = _top_keys(keys[None, :], d)[0]
     return out
 
 
@@ -1112,10 +1116,10 @@ def target_ranks(model, train: pd.DataFrame, test: pd.DataFrame, sample_size: in
     r = np.empty(tu.size, dtype=np.int64)
     for s, b, t, blocked, above in _above_target_batches(model, X, tu, ti, batch_size, gen):
         R[s:s + b.size] = 1 + above.sum(axis=1)
-        out = blocked.copy()
-        out[b, t] = True  # the target is not a decoy
+        excluded = blocked.copy()
+        excluded[b, t] = True  # the target is not a decoy
         # the n - 1 largest keys logw + Gumbel of the other items (draw_decoys' draw, the same generator's draws)
-        dec = _draw_top(logw, sp.csr_matrix(out, dtype=np.float64), n - 1, gen, batch_size=b.size)
+        dec = _draw_top(logw, sp.csr_matrix(excluded, dtype=np.float64), n - 1, gen, batch_size=b.size)
         r[s:s + b.size] = 1 + np.take_along_axis(above, dec, axis=1).sum(axis=1)
     return (R, r, pool) if return_pool else (R, r)
 
@@ -1187,9 +1191,7 @@ def draw_weighted_decoys(above, excluded, popularity, n_decoys: int, replacement
         else:
             with np.errstate(divide="ignore"):
                 keys = np.log(W) + gen.gumbel(size=W.shape)
-            part = np.argpartition(-keys, d - 1, axis=1)[:, :d]
-            kd = np.take_along_axis(keys, part, axis=1)
-            dec = np.take_along_axis(part, np.argsort(-kd, axis=1, kind="stable"), axis=1)
+            dec = _top_keys(keys, d)
         probs[rows] = np.take_along_axis(W, dec, axis=1) / tot
         ab[rows] = np.take_along_axis(above[rows], dec, axis=1)
     return probs, ab

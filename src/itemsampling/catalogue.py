@@ -36,6 +36,7 @@ from .data import CACHE_VERSION, DATASETS, atomic_save_npz, cache_dir, load_data
 from .estimators.corrected import _metric_matrix
 from .estimators.grid import _single_blas_thread
 from .metrics import metric_curve
+from .ranking import _take_training_off
 from .sampling import adaptive_sample_ranks, sample_ranks
 
 __all__ = ["catalogue_ranks", "catalogue_split", "user_against_item", "estimate_draws", "adaptive_seed",
@@ -89,46 +90,31 @@ def _item_factors(X: sp.csr_matrix, d: int, rng: np.random.Generator) -> np.ndar
     return (Q @ vt[:d].T).astype(np.float32)
 
 
-def _counts_outside_training(above, tied, scores, targets_t, sub: sp.csr_matrix, targets: np.ndarray):
-    """Take the training items (those of ``sub``'s rows other than each row's target) out of the
-    counts ``above`` (scores > the target's ``targets_t``) and ``tied`` (== it), in place; ``scores``
-    (rows x N) or a function ``scores(rows, cols)`` gives the training items' scores."""
-    h = sub.shape[0]
-    r_idx = np.repeat(np.arange(h), np.diff(sub.indptr))
-    c_idx = sub.indices
-    keep = c_idx != targets[r_idx]
-    r_idx, c_idx = r_idx[keep], c_idx[keep]
-    s = scores(r_idx, c_idx) if callable(scores) else scores[r_idx, c_idx]
-    t = targets_t[r_idx]
-    above -= np.bincount(r_idx[s > t], minlength=h)
-    tied -= np.bincount(r_idx[s == t], minlength=h)
-
-
 def _ranks_from_scores(score_chunk, X: sp.csr_matrix, targets: np.ndarray, rng: np.random.Generator,
-                       chunk: int, block: int = 256) -> tuple[np.ndarray, np.ndarray]:
+                       chunk: int, block: int = 256, item_scores=None) -> tuple[np.ndarray, np.ndarray]:
     """Ranks of the targets among the items outside each user's training set, ties at random;
-    ``score_chunk(lo, hi)`` returns the scores of users ``lo..hi-1`` (hi - lo x N), or
-    ``score_chunk = ("popular", pop)``: every user's scores are the item scores ``pop``.
+    ``score_chunk(lo, hi)`` returns the scores of users ``lo..hi-1`` (hi - lo x N); or, with
+    ``item_scores`` (``score_chunk`` then ``None``), every user's scores are those item scores.
 
     The items above and tied with the target are counted over all items, then the user's training
-    items (other than the target) are taken out of the counts (:func:`_counts_outside_training`):
+    items (other than the target) are taken out of the counts (:func:`itemsampling.ranking._take_training_off`):
     the same counts as leaving them out of the scores first. Scores are computed ``block`` users at
     a time (a block of scores stays in the processor's cache while it is counted); the ties are
     broken by one draw per ``chunk`` users, so the ranks do not depend on ``block``. A popularity
-    score is the same for every user, so its counts come from the sorted scores (searchsorted),
+    score (``item_scores``) is the same for every user, so its counts come from the sorted scores (searchsorted),
     without a users x items matrix."""
     M, N = X.shape
     above = np.empty(M, dtype=np.int64)
     tied = np.empty(M, dtype=np.int64)
     pools = N - np.diff(X.indptr).astype(np.int64) + np.asarray(X[np.arange(M), targets]).ravel().astype(np.int64)
-    if isinstance(score_chunk, tuple):  # ("popular", item scores)
-        pop = np.asarray(score_chunk[1])
+    if item_scores is not None:
+        pop = np.asarray(item_scores)
         order = np.sort(pop)
         t = pop[targets]
         hi_ = np.searchsorted(order, t, side="right")
         above[:] = N - hi_
         tied[:] = hi_ - np.searchsorted(order, t, side="left") - 1
-        _counts_outside_training(above, tied, lambda r, c: pop[c], t, X, targets)
+        _take_training_off(above, tied, lambda r, c: pop[c], t, X, targets)
     else:
         for lo in range(0, M, block):
             hi = min(lo + block, M)
@@ -136,8 +122,7 @@ def _ranks_from_scores(score_chunk, X: sp.csr_matrix, targets: np.ndarray, rng: 
             t = S[np.arange(hi - lo), targets[lo:hi]]
             above[lo:hi] = np.count_nonzero(S > t[:, None], axis=1)
             tied[lo:hi] = np.count_nonzero(S == t[:, None], axis=1) - 1
-            view_a, view_t = above[lo:hi], tied[lo:hi]
-            _counts_outside_training(view_a, view_t, S, t, X[lo:hi], targets[lo:hi])
+            _take_training_off(above[lo:hi], tied[lo:hi], S, t, X[lo:hi], targets[lo:hi])  # views: in place
     ranks = np.empty(M, dtype=np.int64)
     for lo in range(0, M, chunk):
         hi = min(lo + chunk, M)
@@ -149,7 +134,7 @@ def _model_ranks(name: str, X, targets, seed: int, chunk: int):
     rng = np.random.default_rng(np.random.SeedSequence([seed, sum(map(ord, name))]))
     if name == "popular":
         pop = np.asarray(X.sum(axis=0)).ravel().astype(np.float32)
-        return _ranks_from_scores(("popular", pop), X, targets, rng, chunk)
+        return _ranks_from_scores(None, X, targets, rng, chunk, item_scores=pop)
     d = int(_SVD.match(name).group(1))
     if d >= X.shape[1]:
         raise ValueError(f"model {name!r}: the rank d must be smaller than the catalogue ({X.shape[1]} items)")
@@ -177,7 +162,7 @@ def catalogue_ranks(dataset: str, models=CATALOGUE_MODELS, rng: int = 0, chunk: 
     # keyed on the code that computes the ranks (not the whole module: the summaries below do not
     # change them)
     code = stable_hash([inspect.getsource(f) for f in (catalogue_split, _item_factors, _ranks_from_scores,
-                                                        _model_ranks, catalogue_ranks)])
+                                                        _take_training_off, _model_ranks, catalogue_ranks)])
     out, seconds, split, pools = {}, {}, None, None
     for name in names:
         key = stable_hash({"v": CACHE_VERSION, "code": code, "dataset": dataset, "config": config, "model": name,

@@ -67,6 +67,27 @@ def _above_target_batches(model, X, tu, ti, batch_size, gen):
         yield s, b, t, blocked, above
 
 
+def _take_training_off(above: np.ndarray, tied: np.ndarray, scores, target: np.ndarray, train_rows,
+                       targets: np.ndarray) -> np.ndarray:
+    """Take each user's training items (the items of its row of the CSR ``train_rows`` other than its
+    target ``targets``) out of the counts of items scoring above (``above``) and tied with
+    (``tied``) the target's score ``target``, in place: the same counts as masking the training
+    items out of the comparison, without writing into the scores. ``scores`` is the users' score
+    matrix (rows x N) or a function ``scores(rows, cols)`` of the gathered training items. Returns
+    the number of training items taken off each row (each pair counted once: the CSR holds it
+    once)."""
+    h = train_rows.shape[0]
+    r_idx = np.repeat(np.arange(h), np.diff(train_rows.indptr))
+    c_idx = train_rows.indices
+    keep = c_idx != targets[r_idx]  # the target stays in its own pool
+    r_k, c_k = r_idx[keep], c_idx[keep]
+    v = scores(r_k, c_k) if callable(scores) else scores[r_k, c_k]
+    tv = target[r_k]
+    above -= np.bincount(r_k[v > tv], minlength=h)
+    tied -= np.bincount(r_k[v == tv], minlength=h)
+    return np.bincount(r_k, minlength=h)
+
+
 def pool_sizes(train: pd.DataFrame, test: pd.DataFrame, n_items: int, exclude_train: bool = True) -> np.ndarray:
     r"""Size of each test row's candidate pool: :math:`N_u = N - |H_u \setminus \{t_u\}|` with
     ``exclude_train`` (training items other than the target removed), else :math:`N`."""
@@ -151,15 +172,7 @@ def global_ranks(model, train: pd.DataFrame, test: pd.DataFrame, exclude_train: 
         g = np.count_nonzero(scores > target[:, None], axis=1)
         e = np.count_nonzero(scores == target[:, None], axis=1)
         if exclude_train:
-            sub = X[u]
-            r_idx = np.repeat(b, np.diff(sub.indptr))
-            c_idx = sub.indices
-            keep = c_idx != t[r_idx]  # the target stays in its own pool
-            r_k = r_idx[keep]
-            v, tv = scores[r_k, c_idx[keep]], target[r_k]
-            g -= np.bincount(r_k[v > tv], minlength=rows.size)
-            e -= np.bincount(r_k[v == tv], minlength=rows.size)
-            pools[rows] = N - np.bincount(r_k, minlength=rows.size)
+            pools[rows] = N - _take_training_off(g, e, scores, target, X[u], t)
         else:
             pools[rows] = N
         e -= 1  # other items tied with the target
